@@ -1,0 +1,195 @@
+# Copyright 2026 nova-evac-cleanup developers
+#
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""A nova compute manager that cleans up after a failed evacuation.
+
+When an instance is evacuated to this host and ``driver.spawn`` fails, nova
+puts the instance into ERROR on its source host, marks the migration failed
+and removes this host's allocation, but leaves on this host what spawn had
+made: the guest (defined, maybe running), the instance directory and its
+disks. The next evacuation to this host then fails with ``InstanceExists``
+or, on non-shared storage, takes the leftover directory for shared storage
+and boots the stale, partial disk.
+
+:class:`EvacuateCleanupMixin` destroys that guest right after the failed
+spawn. It only hooks around nova's own methods: nova still runs every line
+of its rebuild code, so fixes nova makes there are kept.
+"""
+
+import sys
+
+from nova.compute import manager as nova_manager
+from oslo_config import cfg
+from oslo_log import log as logging
+from oslo_utils import excutils
+
+from nova_evac_cleanup import conf
+from nova_evac_cleanup import spawn_failure
+
+CONF = cfg.CONF
+conf.register_opts(CONF)
+LOG = logging.getLogger(__name__)
+
+
+class EvacuateCleanupMixin(object):
+    """Destroy the guest of an evacuation whose spawn failed on this host.
+
+    Mix this in before nova's ``ComputeManager``. On an evacuation
+    (``rebuild_instance`` with ``recreate=True``) whose ``driver.spawn``
+    raises in ``_rebuild_default_impl``, it calls ``driver.destroy`` with the
+    block device info spawn was given, inside the instance's mutated
+    migration context, and with ``destroy_disks`` True only when nova had
+    found, before spawning, that the disks are not on shared storage. The
+    spawn error is then re-raised unchanged; a failing destroy is logged and
+    never replaces it.
+
+    It does nothing for a plain rebuild, a failure before spawn (nova cleans
+    those up), a driver that implements ``rebuild`` itself (ironic), a
+    successful spawn, or when ``[evacuate_cleanup] enabled`` is False.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # The shared-storage answer of each evacuation running on this host,
+        # by instance uuid. nova never runs two rebuilds of one instance on
+        # one host at once (the API sets the task state), so the uuid is a
+        # safe key for concurrent evacuations.
+        self._evacuation_shared_storage = {}
+
+    def _do_rebuild_instance(
+            self, context, instance, orig_image_ref, image_meta,
+            injected_files, new_pass, orig_sys_metadata, bdms, evacuate,
+            on_shared_storage, preserve_ephemeral, migration, request_spec,
+            allocations, request_group_resource_providers_mapping,
+            accel_uuids, reimage_boot_volume, target_state):
+        """Remember whether the disks are shared before nova spawns.
+
+        nova decides here, before anything exists on this host, whether the
+        instance files are on shared storage: the admin's
+        ``onSharedStorage``, which nova then checks against
+        ``driver.instance_on_disk``, or that driver call's answer. Spawn
+        then creates the instance directory, after which the same driver
+        call would answer True on any storage, so the answer is taken now.
+        """
+        if evacuate and CONF.evacuate_cleanup.enabled:
+            self._evacuation_shared_storage[instance.uuid] = (
+                self._shared_storage_before_spawn(instance, on_shared_storage))
+        try:
+            return super()._do_rebuild_instance(
+                context, instance, orig_image_ref, image_meta,
+                injected_files, new_pass, orig_sys_metadata, bdms, evacuate,
+                on_shared_storage, preserve_ephemeral, migration,
+                request_spec, allocations,
+                request_group_resource_providers_mapping, accel_uuids,
+                reimage_boot_volume, target_state)
+        finally:
+            self._evacuation_shared_storage.pop(instance.uuid, None)
+
+    def _shared_storage_before_spawn(self, instance, on_shared_storage):
+        """Return nova's answer to "are the instance files shared?".
+
+        When the admin passed ``onSharedStorage`` nova refuses the
+        evacuation unless ``driver.instance_on_disk`` agrees, so that value
+        is nova's answer and costs nothing. Otherwise this makes the one
+        extra ``instance_on_disk`` call the fix costs an evacuation, just
+        before nova makes the same call.
+
+        :returns: True, False, or None when the driver could not tell; None
+            keeps the disks.
+        """
+        if on_shared_storage is not None:
+            return on_shared_storage
+        try:
+            return self.driver.instance_on_disk(instance)
+        except Exception:
+            # nova's own call will raise the same error and fail the
+            # evacuation; it is not ours to report.
+            LOG.debug('Could not tell whether the instance files are on '
+                      'shared storage', instance=instance, exc_info=True)
+            return None
+
+    def _rebuild_default_impl(
+            self, context, instance, image_meta, injected_files,
+            admin_password, allocations, bdms, detach_block_devices,
+            attach_block_devices, network_info=None, evacuate=False,
+            block_device_info=None, preserve_ephemeral=False,
+            accel_uuids=None, reimage_boot_volume=False):
+        """Run nova's default rebuild; destroy the guest if spawn failed."""
+        on_shared_storage = self._evacuation_shared_storage.get(instance.uuid)
+        cleanup = evacuate and CONF.evacuate_cleanup.enabled
+        # The block device info spawn is given is what attach returns on this
+        # host; keep it so destroy disconnects the same volumes.
+        attached = []
+
+        def attach_and_remember(*args, **kwargs):
+            block_device_info = attach_block_devices(*args, **kwargs)
+            attached.append(block_device_info)
+            return block_device_info
+
+        try:
+            return super()._rebuild_default_impl(
+                context=context, instance=instance, image_meta=image_meta,
+                injected_files=injected_files, admin_password=admin_password,
+                allocations=allocations, bdms=bdms,
+                detach_block_devices=detach_block_devices,
+                attach_block_devices=(
+                    attach_and_remember if cleanup else attach_block_devices),
+                network_info=network_info, evacuate=evacuate,
+                block_device_info=block_device_info,
+                preserve_ephemeral=preserve_ephemeral,
+                accel_uuids=accel_uuids,
+                reimage_boot_volume=reimage_boot_volume)
+        except Exception as error:
+            if cleanup and spawn_failure.raised_by_spawn(sys.exc_info()[2]):
+                with excutils.save_and_reraise_exception():
+                    self._destroy_failed_evacuation(
+                        context, instance, network_info, attached[-1],
+                        on_shared_storage, error)
+            raise
+
+    def _destroy_failed_evacuation(self, context, instance, network_info,
+                                   block_device_info, on_shared_storage,
+                                   spawn_error):
+        """Destroy the guest a failed evacuation left on this host.
+
+        Never raises: the caller re-raises the spawn error, which is the one
+        the operator must see in the instance fault.
+        """
+        destroy_disks = on_shared_storage is False
+        try:
+            with instance.mutated_migration_context():
+                self.driver.destroy(context, instance, network_info,
+                                    block_device_info=block_device_info,
+                                    destroy_disks=destroy_disks)
+        except Exception:
+            LOG.error('Evacuation to %(host)s failed to spawn: %(error)s',
+                      {'host': self.host, 'error': spawn_error},
+                      instance=instance)
+            LOG.exception('Failed to clean up the guest of the failed '
+                          'evacuation on %s; it may need manual cleanup',
+                          self.host, instance=instance)
+            return
+        if destroy_disks:
+            disks = 'removed its disks (not on shared storage)'
+        elif on_shared_storage:
+            disks = 'kept its disks (on shared storage)'
+        else:
+            disks = ('kept its disks (could not tell whether they are on '
+                     'shared storage)')
+        LOG.info('Evacuation failed to spawn: destroyed the guest on %s and '
+                 '%s', self.host, disks, instance=instance)
+
+
+class ComputeManager(EvacuateCleanupMixin, nova_manager.ComputeManager):
+    """nova's compute manager with the evacuation cleanup."""

@@ -1,0 +1,420 @@
+# Copyright 2026 nova-evac-cleanup developers
+#
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""Tests of the evacuation cleanup in nova's rebuild code path.
+
+They drive nova's real ``_do_rebuild_instance`` and ``_rebuild_default_impl``
+(through the mixin) with the driver and the services around it mocked, in
+the style of nova's ``test_compute_mgr.py`` rebuild tests.
+"""
+
+import inspect
+import traceback
+from unittest import mock
+
+from nova.compute import manager as nova_manager
+from nova.compute import task_states
+from nova.compute import vm_states
+from nova import context as nova_context
+from nova import exception
+from nova import objects
+from nova import test
+from nova.tests.unit import fake_instance
+from oslo_utils.fixture import uuidsentinel as uuids
+
+from nova_evac_cleanup import manager
+
+
+class SpawnFailed(Exception):
+    """The error the driver's spawn raises in these tests."""
+
+
+class DestroyFailed(Exception):
+    """The error the driver's destroy raises in these tests."""
+
+
+class RebuildTestCase(test.NoDBTestCase):
+    """Drive nova's rebuild through the mixin with a mocked driver."""
+
+    def setUp(self):
+        super().setUp()
+        self.compute = manager.ComputeManager()
+        self.driver = self.compute.driver
+        self.context = nova_context.RequestContext(
+            'fake-user', 'fake-project')
+        self.instance = self._instance()
+        self.network_info = mock.sentinel.network_info
+        # What attach returns on this host: spawn and destroy must get it.
+        self.new_bdi = {'block_device_mapping': [mock.sentinel.attached]}
+        self.old_bdi = {'block_device_mapping': [mock.sentinel.source]}
+
+        self.useFixture(test.nova_fixtures.SpawnIsSynchronousFixture())
+        for target in ('nova.compute.utils.notify_usage_exists',
+                       'nova.compute.utils.notify_about_instance_rebuild',
+                       'nova.compute.utils.notify_about_instance_usage'):
+            self.useFixture(test.fixtures.MockPatch(target))
+        self.compute.network_api = mock.Mock()
+        self.compute.network_api.get_instance_nw_info.return_value = (
+            self.network_info)
+        self.compute.image_api = mock.Mock()
+        patch = self.useFixture
+        self.mock_save = patch(test.fixtures.MockPatchObject(
+            objects.Instance, 'save')).mock
+        patch(test.fixtures.MockPatchObject(
+            self.compute, '_get_power_state', return_value=1))
+        patch(test.fixtures.MockPatchObject(
+            self.compute, '_update_instance_after_spawn'))
+        patch(test.fixtures.MockPatchObject(
+            self.compute, '_update_scheduler_instance_info'))
+        patch(test.fixtures.MockPatchObject(
+            self.compute, '_get_instance_block_device_info',
+            return_value=self.old_bdi))
+        self.mock_attach = patch(test.fixtures.MockPatchObject(
+            self.compute, '_prep_block_device',
+            return_value=self.new_bdi)).mock
+        self.mock_power_off = patch(test.fixtures.MockPatchObject(
+            self.compute, '_power_off_instance')).mock
+        patch(test.fixtures.MockPatchObject(
+            self.compute, '_get_accel_info', return_value=[]))
+
+        # The driver: a successful spawn, instance files not shared.
+        self.mock_exists = patch(test.fixtures.MockPatchObject(
+            self.driver, 'instance_exists', return_value=False)).mock
+        self.mock_on_disk = patch(test.fixtures.MockPatchObject(
+            self.driver, 'instance_on_disk', return_value=False)).mock
+        self.mock_spawn = patch(test.fixtures.MockPatchObject(
+            self.driver, 'spawn', side_effect=self._record_spawn)).mock
+        self.mock_destroy = patch(test.fixtures.MockPatchObject(
+            self.driver, 'destroy', side_effect=self._record_destroy)).mock
+        self.spawn_numa = []
+        self.destroy_numa = []
+
+    def _instance(self):
+        instance = fake_instance.fake_instance_obj(
+            self.context, vm_state=vm_states.ACTIVE,
+            task_state=task_states.REBUILDING, host='compute0',
+            expected_attrs=['system_metadata', 'info_cache'])
+        instance.trusted_certs = None
+        instance.pci_requests = None
+        instance.pci_devices = None
+        instance.resources = None
+        instance.flavor.extra_specs = {}
+        # The migration context of an evacuation: the NUMA topology on this
+        # host differs from the source's, so the tests can tell whether a
+        # driver call ran inside the mutated migration context.
+        instance.numa_topology = None
+        instance.migration_context = objects.MigrationContext(
+            instance_uuid=instance.uuid, migration_id=1,
+            old_numa_topology=None,
+            new_numa_topology=objects.InstanceNUMATopology(cells=[]),
+            old_pci_devices=None, new_pci_devices=None,
+            old_pci_requests=None, new_pci_requests=None,
+            old_resources=None, new_resources=None)
+        return instance
+
+    def _record_spawn(self, *args, **kwargs):
+        self.spawn_numa.append(self.instance.numa_topology)
+
+    def _record_destroy(self, *args, **kwargs):
+        self.destroy_numa.append(self.instance.numa_topology)
+
+    def _rebuild(self, evacuate=True, on_shared_storage=None,
+                 instance=None):
+        instance = instance or self.instance
+        return self.compute._do_rebuild_instance(
+            self.context, instance, uuids.image, instance.image_meta,
+            injected_files=[], new_pass=None, orig_sys_metadata={},
+            bdms=objects.BlockDeviceMappingList(), evacuate=evacuate,
+            on_shared_storage=on_shared_storage, preserve_ephemeral=False,
+            migration=objects.Migration(), request_spec=None,
+            allocations={}, request_group_resource_providers_mapping=None,
+            accel_uuids=[], reimage_boot_volume=False, target_state=None)
+
+    def _fail_spawn(self):
+        error = SpawnFailed('spawn failed')
+        self.mock_spawn.side_effect = error
+        return error
+
+    def assert_destroyed(self, destroy_disks):
+        self.mock_destroy.assert_called_once_with(
+            self.context, self.instance, self.network_info,
+            block_device_info=self.new_bdi, destroy_disks=destroy_disks)
+        # The cleanup ran on this host's view of the instance.
+        self.assertEqual(
+            [self.instance.migration_context.new_numa_topology],
+            self.destroy_numa)
+
+
+class TestEvacuateSpawnFailure(RebuildTestCase):
+    """An evacuation whose spawn fails gets its guest destroyed."""
+
+    def test_non_shared_storage_destroys_guest_and_disks(self):
+        error = self._fail_spawn()
+
+        raised = self.assertRaises(SpawnFailed, self._rebuild)
+
+        self.assertIs(error, raised)
+        self.mock_spawn.assert_called_once()
+        self.assertEqual(self.new_bdi,
+                         self.mock_spawn.call_args.kwargs['block_device_info'])
+        self.assert_destroyed(destroy_disks=True)
+
+    def test_shared_storage_keeps_disks(self):
+        self._fail_spawn()
+        self.mock_on_disk.return_value = True
+
+        self.assertRaises(SpawnFailed, self._rebuild)
+
+        self.assert_destroyed(destroy_disks=False)
+
+    def test_admin_said_shared_keeps_disks(self):
+        # The admin passed onSharedStorage=True and nova checked it against
+        # the driver: that answer is used, without another driver call.
+        self._fail_spawn()
+        self.mock_on_disk.return_value = True
+
+        self.assertRaises(SpawnFailed, self._rebuild, on_shared_storage=True)
+
+        self.assert_destroyed(destroy_disks=False)
+        self.mock_on_disk.assert_called_once_with(self.instance)
+
+    def test_admin_said_not_shared_removes_disks(self):
+        self._fail_spawn()
+
+        self.assertRaises(SpawnFailed, self._rebuild,
+                          on_shared_storage=False)
+
+        self.assert_destroyed(destroy_disks=True)
+        self.mock_on_disk.assert_called_once_with(self.instance)
+
+    def test_answer_taken_before_spawn(self):
+        # Spawn creates the instance directory, after which the driver says
+        # "on disk" on any storage: that later answer must not be used.
+        answers = iter([False, False])
+
+        def on_disk(instance):
+            return next(answers, True)
+
+        self.mock_on_disk.side_effect = on_disk
+        self._fail_spawn()
+
+        self.assertRaises(SpawnFailed, self._rebuild)
+
+        self.assert_destroyed(destroy_disks=True)
+
+    def test_unknown_storage_keeps_disks(self):
+        # The driver could not answer for the mixin; nova's own call then
+        # answered. An unknown answer never deletes disks.
+        self.mock_on_disk.side_effect = [OSError('stale NFS handle'), False]
+        self._fail_spawn()
+
+        self.assertRaises(SpawnFailed, self._rebuild)
+
+        self.assert_destroyed(destroy_disks=False)
+
+    def test_destroy_failure_reraises_spawn_error(self):
+        error = self._fail_spawn()
+        self.mock_destroy.side_effect = DestroyFailed('destroy failed')
+
+        with mock.patch.object(manager, 'LOG') as mock_log:
+            raised = self.assertRaises(SpawnFailed, self._rebuild)
+
+        self.assertIs(error, raised)
+        # The traceback is spawn's, not destroy's.
+        frames = [f.name for f in traceback.extract_tb(raised.__traceback__)]
+        self.assertIn('_rebuild_default_impl', frames)
+        self.assertNotIn('_destroy_failed_evacuation', frames)
+        self.mock_destroy.assert_called_once()
+        # Both errors are logged at ERROR with the instance.
+        mock_log.error.assert_called_once()
+        self.assertIn(error, mock_log.error.call_args.args[1].values())
+        mock_log.exception.assert_called_once()
+        for call in (mock_log.error.call_args, mock_log.exception.call_args):
+            self.assertIs(self.instance, call.kwargs['instance'])
+        mock_log.info.assert_not_called()
+
+    def test_cleanup_is_logged(self):
+        self._fail_spawn()
+
+        with mock.patch.object(manager, 'LOG') as mock_log:
+            self.assertRaises(SpawnFailed, self._rebuild)
+
+        mock_log.info.assert_called_once()
+        message = mock_log.info.call_args.args[0] % (
+            mock_log.info.call_args.args[1:])
+        self.assertIn('destroyed the guest', message)
+        self.assertIn('removed its disks', message)
+
+    def test_shared_storage_cleanup_says_disks_kept(self):
+        self._fail_spawn()
+        self.mock_on_disk.return_value = True
+
+        with mock.patch.object(manager, 'LOG') as mock_log:
+            self.assertRaises(SpawnFailed, self._rebuild)
+
+        message = mock_log.info.call_args.args[0] % (
+            mock_log.info.call_args.args[1:])
+        self.assertIn('kept its disks (on shared storage)', message)
+
+    def test_answer_is_per_instance(self):
+        # Two evacuations on this host: each cleanup uses its own answer.
+        other = self._instance()
+        shared = {self.instance.uuid: False, other.uuid: True}
+        self.mock_on_disk.side_effect = lambda inst: shared[inst.uuid]
+        self._fail_spawn()
+
+        self.assertRaises(SpawnFailed, self._rebuild, instance=other)
+        self.assertRaises(SpawnFailed, self._rebuild)
+
+        self.assertEqual(
+            [False, True],
+            [c.kwargs['destroy_disks']
+             for c in self.mock_destroy.call_args_list])
+        self.assertEqual({}, self.compute._evacuation_shared_storage)
+
+
+class TestNoCleanup(RebuildTestCase):
+    """Everything but a failed evacuation spawn keeps nova's behaviour."""
+
+    def test_plain_rebuild_spawn_failure_keeps_guest(self):
+        self._fail_spawn()
+
+        self.assertRaises(SpawnFailed, self._rebuild, evacuate=False)
+
+        # Only nova's own destroy before spawn, which keeps the disks.
+        self.mock_power_off.assert_called_once()
+        self.mock_destroy.assert_called_once_with(
+            self.context, self.instance, network_info=mock.ANY,
+            block_device_info=self.old_bdi)
+        self.mock_on_disk.assert_not_called()
+
+    def test_attach_failure_before_spawn(self):
+        self.mock_attach.side_effect = exception.InvalidBDM()
+
+        self.assertRaises(exception.InvalidBDM, self._rebuild)
+
+        self.mock_spawn.assert_not_called()
+        self.mock_destroy.assert_not_called()
+
+    def test_save_failure_before_spawn(self):
+        # The task state save between attach and spawn fails: nothing was
+        # spawned, so there is nothing to destroy.
+        def save(expected_task_state=None, **kwargs):
+            if expected_task_state == [
+                    task_states.REBUILD_BLOCK_DEVICE_MAPPING]:
+                raise exception.UnexpectedTaskStateError(
+                    instance_uuid=self.instance.uuid, expected='x',
+                    actual='y')
+
+        self.mock_save.side_effect = save
+
+        self.assertRaises(exception.UnexpectedTaskStateError, self._rebuild)
+
+        self.mock_attach.assert_called_once()
+        self.mock_spawn.assert_not_called()
+        self.mock_destroy.assert_not_called()
+
+    def test_accelerator_failure_before_spawn(self):
+        self.instance.flavor.extra_specs = {
+            'accel:device_profile': 'fake-profile'}
+
+        with mock.patch.object(
+                self.compute, '_get_bound_arq_resources',
+                side_effect=exception.AcceleratorRequestOpFailed(
+                    op='bind', msg='')), \
+                mock.patch.object(self.compute, '_build_resources_cleanup'):
+            self.assertRaises(exception.BuildAbortException, self._rebuild)
+
+        self.mock_spawn.assert_not_called()
+        self.mock_destroy.assert_not_called()
+
+    def test_driver_with_own_rebuild(self):
+        # ironic implements driver.rebuild: nova never reaches the default
+        # implementation, and the mixin leaves its failures alone.
+        with mock.patch.object(self.driver, 'rebuild',
+                               side_effect=SpawnFailed('ironic')):
+            self.assertRaises(SpawnFailed, self._rebuild)
+
+        self.mock_spawn.assert_not_called()
+        self.mock_destroy.assert_not_called()
+
+    def test_disabled(self):
+        self.flags(enabled=False, group='evacuate_cleanup')
+        self._fail_spawn()
+
+        self.assertRaises(SpawnFailed, self._rebuild)
+
+        self.mock_destroy.assert_not_called()
+        # And no extra driver call: exactly nova's own.
+        self.mock_on_disk.assert_called_once_with(self.instance)
+
+
+class TestSuccessCost(RebuildTestCase):
+    """What the fix costs an operation that succeeds."""
+
+    def test_evacuate_costs_one_instance_on_disk(self):
+        self._rebuild()
+
+        self.mock_spawn.assert_called_once()
+        self.mock_destroy.assert_not_called()
+        # nova calls instance_on_disk once; the mixin once more, before.
+        self.assertEqual(2, self.mock_on_disk.call_count)
+        self.assertEqual(1, self.mock_exists.call_count)
+        self.assertEqual(
+            [self.instance.migration_context.new_numa_topology],
+            self.spawn_numa)
+
+    def test_evacuate_with_admin_answer_costs_nothing(self):
+        self._rebuild(on_shared_storage=False)
+
+        self.assertEqual(1, self.mock_on_disk.call_count)
+        self.mock_destroy.assert_not_called()
+
+    def test_rebuild_costs_nothing(self):
+        self._rebuild(evacuate=False)
+
+        self.mock_on_disk.assert_not_called()
+        self.mock_spawn.assert_called_once()
+        # nova's own destroy of the old guest, nothing more.
+        self.mock_destroy.assert_called_once()
+
+
+class TestOverriddenSignatures(test.NoDBTestCase):
+    """Fail when nova changes a method the mixin overrides.
+
+    The mixin calls nova's methods with the arguments it was written for; a
+    nova release that renames, adds or reorders them must be reviewed.
+    """
+
+    def test_signatures_match_nova(self):
+        overridden = [
+            name for name, value in vars(manager.EvacuateCleanupMixin).items()
+            if callable(value) and hasattr(nova_manager.ComputeManager, name)]
+        self.assertIn('_do_rebuild_instance', overridden)
+        self.assertIn('_rebuild_default_impl', overridden)
+        for name in overridden:
+            ours = inspect.signature(
+                getattr(manager.EvacuateCleanupMixin, name))
+            novas = inspect.signature(
+                getattr(nova_manager.ComputeManager, name))
+            if name == '__init__':
+                # Passes everything through.
+                continue
+            self.assertEqual(novas, ours, name)
+
+    def test_mro(self):
+        self.assertEqual(
+            (manager.ComputeManager, manager.EvacuateCleanupMixin,
+             nova_manager.ComputeManager),
+            manager.ComputeManager.__mro__[:3])
