@@ -18,13 +18,14 @@ It takes the same arguments and configuration files as ``nova-compute``, so
 a deployer only swaps the binary in the service unit.
 """
 
-# Import nova's entry point first: importing nova.cmd sets up nova's
-# concurrency (monkey patching) before any other nova module is loaded.
-from nova.cmd import compute
-
 import nova_evac_cleanup
 
 
 def main():
+    # Import nova's entry point here, first: importing nova.cmd sets up
+    # nova's concurrency mode (threading or eventlet monkey patching) before
+    # any other nova module is loaded, as it does for nova-compute.
+    from nova.cmd import compute
+
     nova_evac_cleanup.install()
     return compute.main()
