@@ -239,6 +239,7 @@ class FakeLibvirtWorld(object):
         self._spawn_faults = {}
         self._destroy_faults = {}
         self._blocks = {}
+        self._held = set()
         self._fired = []
         self._spawns = []
         self._generation = 0
@@ -443,8 +444,7 @@ class FakeLibvirtWorld(object):
         with self._lock:
             self._spawn_faults.clear()
             self._destroy_faults.clear()
-            blocks = list(self._blocks.values())
-            self._blocks.clear()
+            blocks = self._take_blocks()
         for block in blocks:
             block.release()
 
@@ -474,8 +474,7 @@ class FakeLibvirtWorld(object):
         whoever owns the root directory.
         """
         with self._lock:
-            blocks = list(self._blocks.values())
-            self._blocks.clear()
+            blocks = self._take_blocks()
             self._spawn_faults.clear()
             self._destroy_faults.clear()
             self._domains.clear()
@@ -486,6 +485,13 @@ class FakeLibvirtWorld(object):
             block.release(FakeLibvirtError('fake libvirt world was reset'))
 
     # Used by the driver.
+
+    def _take_blocks(self):
+        # Both the blocks no spawn reached yet and those holding one.
+        blocks = list(self._blocks.values()) + list(self._held)
+        self._blocks.clear()
+        self._held.clear()
+        return blocks
 
     def _count(self, host, name):
         with self._lock:
@@ -507,10 +513,16 @@ class FakeLibvirtWorld(object):
         record.stages.append(stage)
         with self._lock:
             block = self._blocks.pop((record.host, stage), None)
+            if block is not None:
+                self._held.add(block)
         if block is not None:
             LOG.debug('Holding spawn of %s on %s at %s', record.uuid,
                       record.host, stage)
-            block._hold()
+            try:
+                block._hold()
+            finally:
+                with self._lock:
+                    self._held.discard(block)
         with self._lock:
             exc = self._spawn_faults.pop((record.host, stage), None)
             if exc is not None:
@@ -944,13 +956,17 @@ class FakeLibvirtDriver(fake.MediumFakeDriver):
         """``FakeDriver.reboot``: a hard reboot of a missing domain spawns.
 
         That spawn reuses the disks on this host, like libvirt's hard reboot
-        recreates the domain on top of the existing disks.
+        recreates the domain on top of the existing disks. Otherwise the
+        domain is powered on.
         """
-        return super().reboot(
-            context, instance, network_info, reboot_type,
-            block_device_info=block_device_info,
-            bad_volumes_callback=bad_volumes_callback,
-            accel_info=accel_info, share_info=share_info)
+        if (instance.uuid not in self.instances and
+                reboot_type.lower() == 'hard'):
+            self.spawn(context, instance, None, None, None, None,
+                       network_info=network_info,
+                       block_device_info=block_device_info)
+        else:
+            self.power_on(context, instance, network_info,
+                          block_device_info=block_device_info)
 
     @_counted
     def plug_vifs(self, instance, network_info):
