@@ -977,13 +977,33 @@ class FakeLibvirtDriver(fake.MediumFakeDriver):
         pass
 
 
+def _driver_loader(original):
+    """Wrap ``nova.virt.driver.load_compute_driver`` to load :data:`DRIVER`.
+
+    nova only loads compute drivers from its own package: it imports
+    ``'nova.virt.%s' % CONF.compute_driver``. The wrapper builds a
+    :class:`FakeLibvirtDriver` when the driver asked for is :data:`DRIVER`
+    and leaves every other name to nova.
+    """
+    @functools.wraps(original)
+    def load_compute_driver(virtapi, compute_driver=None):
+        if (compute_driver or CONF.compute_driver) == DRIVER:
+            LOG.info("Loading compute driver '%s'", DRIVER)
+            return FakeLibvirtDriver(virtapi)
+        return original(virtapi, compute_driver)
+    return load_compute_driver
+
+
 class FakeLibvirtFixture(fixtures.Fixture):
     """Install a fresh :class:`FakeLibvirtWorld` for a test.
 
     The fixture does not touch ``CONF``: load the driver with
-    ``self.flags(compute_driver=fake_libvirt.DRIVER)``. On cleanup held
-    spawns are released with an error, the world is reset and the world
-    installed before is put back; the temporary root goes away with its
+    ``self.flags(compute_driver=fake_libvirt.DRIVER)``. As nova only loads
+    drivers from ``nova.virt``, the fixture wraps
+    ``nova.virt.driver.load_compute_driver`` so that it loads
+    :data:`DRIVER` (see :func:`_driver_loader`). On cleanup held spawns are
+    released with an error, the world is reset and the world and loader
+    installed before are put back; the temporary root goes away with its
     ``fixtures.TempDir``.
 
     :param storage: one of :data:`STORAGE_MODES`
@@ -1023,6 +1043,9 @@ class FakeLibvirtFixture(fixtures.Fixture):
         self.world = FakeLibvirtWorld(root, storage=self.storage)
         self.useFixture(fixtures.MonkeyPatch(
             'nova_evac_cleanup.testing.fake_libvirt._WORLD', self.world))
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.virt.driver.load_compute_driver',
+            _driver_loader(driver.load_compute_driver)))
         # Cleanups run last in, first out: reset before the previous world
         # comes back and before the temporary root is removed.
         self.addCleanup(self.world.reset)

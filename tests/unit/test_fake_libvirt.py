@@ -24,6 +24,7 @@ from nova import context as nova_context
 from nova import exception
 from nova import test
 from nova.tests.unit import fake_instance
+from nova.virt import driver
 from nova.virt import fake
 
 from nova_evac_cleanup.testing import fake_libvirt
@@ -587,6 +588,23 @@ class FixtureTestCase(test.NoDBTestCase):
         fix = self.useFixture(fake_libvirt.FakeLibvirtFixture(
             storage='rbd', root=root))
         self.assertEqual(root, fix.world.root)
+
+    def test_driver_loader(self):
+        original = driver.load_compute_driver
+        fix = fake_libvirt.FakeLibvirtFixture()
+        fix.setUp()
+        self.assertIsInstance(
+            driver.load_compute_driver(mock.Mock(), fake_libvirt.DRIVER),
+            fake_libvirt.FakeLibvirtDriver)
+        self.flags(compute_driver=fake_libvirt.DRIVER)
+        self.assertIsInstance(driver.load_compute_driver(mock.Mock()),
+                              fake_libvirt.FakeLibvirtDriver)
+        # Any other driver is nova's business.
+        self.assertIsInstance(
+            driver.load_compute_driver(mock.Mock(), 'fake.SmallFakeDriver'),
+            fake.SmallFakeDriver)
+        fix.cleanUp()
+        self.assertIs(original, driver.load_compute_driver)
 
     def test_bad_storage(self):
         self.assertRaises(ValueError, fake_libvirt.FakeLibvirtFixture,
