@@ -1,0 +1,172 @@
+# Copyright 2026 nova-evac-cleanup developers
+#
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""Real nova in-process for evacuation tests: the shared harness.
+
+:class:`EvacuateTestCase` starts nova's API, conductor, scheduler, the
+placement fixture from openstack-placement and two computes, ``compute0``
+(the source) and ``compute1`` (the destination), on the fake libvirt driver.
+It is used by this project's functional tests and by
+``nova-evac-reproduce``, so both tell the same story the same way.
+
+It needs nova's test tree (shipped in nova's wheel) and openstack-placement;
+nova must have been installed from its sdist, which installs
+``etc/nova/api-paste.ini``.
+"""
+
+from importlib import metadata
+import io
+import os
+import sys
+
+import fixtures
+from nova.cmd import manage
+from nova.tests import fixtures as nova_fixtures
+from nova.tests.functional import integrated_helpers
+
+from nova_evac_cleanup.testing import fake_libvirt
+from nova_evac_cleanup.testing import fixtures as evac_fixtures
+
+SOURCE = 'compute0'
+DEST = 'compute1'
+
+
+def api_paste_config():
+    """Where nova's ``api-paste.ini`` was installed.
+
+    nova's sdist installs it as a data file under the environment's prefix;
+    the OSAPIFixture loads the API through it.
+    """
+    try:
+        for path in metadata.distribution('nova').files or ():
+            if path.name == 'api-paste.ini':
+                return str(path.locate())
+    except metadata.PackageNotFoundError:
+        pass
+    return os.path.join(sys.prefix, 'etc', 'nova', 'api-paste.ini')
+
+
+class EvacuateTestCase(integrated_helpers.ProviderUsageBaseTestCase):
+    """Two computes on the fake libvirt driver, ready to evacuate.
+
+    Subclasses set :attr:`STORAGE` and :attr:`FIXED`.
+    """
+
+    compute_driver = fake_libvirt.DRIVER
+    # 2.14 is needed for evacuate without onSharedStorage; from 2.95 an
+    # evacuated server is left stopped, and these tests expect ACTIVE.
+    microversion = '2.94'
+    #: one of fake_libvirt.STORAGE_MODES
+    STORAGE = 'non-shared'
+    #: whether the computes run this project's compute manager
+    FIXED = True
+
+    def setUp(self):
+        # The API fixture loads nova's paste pipeline from this file.
+        self.flags(api_paste_config=api_paste_config())
+        super().setUp()
+        # The hosts' disks, domains and the faults to inject.
+        self.world = self.useFixture(
+            fake_libvirt.FakeLibvirtFixture(storage=self.STORAGE)).world
+        if self.FIXED:
+            # Every compute started from now on, restarted ones too, runs
+            # the evacuation cleanup.
+            self.useFixture(evac_fixtures.EvacuateCleanupFixture())
+        self.compute0 = self._start_compute(SOURCE)
+        self.compute1 = self._start_compute(DEST)
+        self.dest_rp = self._get_provider_uuid_by_host(DEST)
+
+    # Servers.
+
+    def _boot(self, volume_backed=False):
+        """Boot a server on the source host."""
+        if volume_backed:
+            server = self._build_server(
+                image_uuid='', host=SOURCE, networks='none')
+            server['block_device_mapping_v2'] = [{
+                'boot_index': 0,
+                'uuid': nova_fixtures.CinderFixture.IMAGE_BACKED_VOL,
+                'source_type': 'volume',
+                'destination_type': 'volume'}]
+        else:
+            server = self._build_server(host=SOURCE, networks='none')
+        server = self.api.post_server({'server': server})
+        return self._wait_for_state_change(server, 'ACTIVE')
+
+    def _fail_source(self):
+        """The source compute dies: stopped and forced down in the API."""
+        self.compute0.stop()
+        service = self.admin_api.get_services(
+            binary='nova-compute', host=SOURCE)[0]
+        self.admin_api.put_service_force_down(service['id'], True)
+
+    def _evacuate(self, server, expected_state='ACTIVE',
+                  expected_migration_status='done', on_shared_storage=None):
+        """Evacuate a server to the destination through the REST API.
+
+        :param on_shared_storage: None for the microversion >= 2.14 form;
+            True or False to use the old form that passes
+            ``onSharedStorage`` (microversion 2.1).
+        """
+        args = {'host': DEST}
+        if on_shared_storage is not None:
+            args['onSharedStorage'] = on_shared_storage
+            self.admin_api.microversion = '2.1'
+            self.addCleanup(setattr, self.admin_api, 'microversion',
+                            self.microversion)
+        kwargs = {}
+        if expected_state == 'ACTIVE':
+            kwargs['expected_host'] = DEST
+        return self._evacuate_server(
+            server, args, expected_state=expected_state,
+            expected_task_state=None,
+            expected_migration_status=expected_migration_status, **kwargs)
+
+    def _fail_evacuation(self, server, stage, on_shared_storage=None):
+        """Evacuate with a spawn failure at ``stage`` on the destination.
+
+        :returns: the server after the evacuation and the injected error
+        """
+        fired = self.world.fired(DEST, stage)
+        error = self.world.inject_spawn_fault(DEST, stage)
+        server = self._evacuate(server, expected_state='ERROR',
+                                expected_migration_status='failed',
+                                on_shared_storage=on_shared_storage)
+        # Meta-test: the failure did happen where it was injected.
+        self.assertEqual(fired + 1, self.world.fired(DEST, stage))
+        return server, error
+
+    # What is left.
+
+    def _dest_allocation(self, server):
+        """The server's allocation against the destination, or None."""
+        allocations = self._get_allocations_by_server_uuid(server['id'])
+        return allocations.get(self.dest_rp)
+
+    def _placement_audit(self, host=DEST):
+        """Run ``nova-manage placement audit --verbose`` for one host.
+
+        Only one host is audited: while the source compute is down, nova
+        keeps a successfully evacuated instance's allocation against it
+        until it restarts, which the audit reports as orphaned.
+
+        :returns: its return code (0: no orphaned allocation, 3: some) and
+            its output
+        """
+        output = io.StringIO()
+        with fixtures.MonkeyPatch('sys.stdout', output):
+            code = manage.PlacementCommands().audit(
+                verbose=True,
+                provider_uuid=self._get_provider_uuid_by_host(host))
+        return code, output.getvalue()
