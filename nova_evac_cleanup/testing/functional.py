@@ -74,7 +74,7 @@ class EvacuateTestCase(integrated_helpers.ProviderUsageBaseTestCase):
 
     def setUp(self):
         # The API fixture loads nova's paste pipeline from this file.
-        self.flags(api_paste_config=api_paste_config())
+        self.flags(api_paste_config=api_paste_config(), group='wsgi')
         super().setUp()
         # The hosts' disks, domains and the faults to inject.
         self.world = self.useFixture(
