@@ -1,0 +1,355 @@
+# Copyright 2026 nova-evac-cleanup developers
+#
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""Tell what ``nova-evac-reproduce`` observed, in plain words.
+
+:func:`story_text` narrates one run step by step, :func:`summary_text`
+puts the runs side by side. Both take the dicts of
+:mod:`nova_evac_cleanup.reproduce_story` and
+:mod:`nova_evac_cleanup.reproduce_verdict` and return text.
+"""
+
+import textwrap
+
+STAGE_WORDS = {
+    'create_instance_dir': 'creating the instance directory (before '
+                           'anything exists on compute1)',
+    'create_disks': 'copying the disk image (the copy stops half-way)',
+    'get_guest_xml': 'building the guest definition, after the disk was '
+                     'written',
+    'define_domain': 'defining the guest in libvirt',
+    'plug_vifs': 'plugging the network interfaces',
+    'launch': 'starting the guest',
+    'wait_for_boot': 'waiting for the guest to boot (it is already '
+                     'running)',
+}
+
+STORAGE_WORDS = {
+    'non-shared': "each host keeps its servers' disks on its own local "
+                  'storage',
+    'shared': 'all hosts share one instances directory (e.g. NFS), disks '
+              'included',
+    'rbd': "disks live in a Ceph RBD pool every host reaches; each host's "
+           'own instance directory only holds small files like console.log',
+}
+
+RETRY_WORDS = {
+    'failed': 'failed',
+    'stale-disk': 'ACTIVE on compute1, but booted the disk left by the '
+                  'failed attempt',
+    'fresh-disk': 'ACTIVE on compute1 with a fresh disk',
+    'shared-disk': 'ACTIVE on compute1 on the shared disk (unchanged)',
+    'shared-disk-changed': 'ACTIVE on compute1, but the shared disk '
+                           'changed',
+    'not-run': 'not run',
+}
+
+DOMAIN_WORDS = {
+    None: 'none',
+    'defined': 'defined (shut off)',
+    'running': 'running',
+}
+
+WIDTH = 78
+
+
+def size(nbytes):
+    """A byte count in words, e.g. ``1,048,576 bytes (1.0 MiB)``."""
+    if nbytes is None:
+        return 'missing'
+    text = '{:,} bytes'.format(nbytes)
+    if nbytes >= 1024 * 1024:
+        text += ' (%.1f MiB)' % (nbytes / 1024.0 / 1024.0)
+    elif nbytes >= 1024:
+        text += ' (%.1f KiB)' % (nbytes / 1024.0)
+    return text
+
+
+def _wrap(text, indent):
+    return textwrap.fill(text, WIDTH, initial_indent=indent,
+                         subsequent_indent=indent + '  ')
+
+
+def _files_lines(files, indent):
+    if not files:
+        return [indent + '(no files)']
+    return ['%s%-14s %s' % (indent, name, size(nbytes))
+            for name, nbytes in sorted(files.items())]
+
+
+def _retry_text(story, verdict):
+    retry = story['retry']
+    outcome = verdict['retry']
+    if outcome == 'failed':
+        text = 'FAILED: the server is %s on %s' % (
+            retry['status'], retry['host'])
+        if retry['fault_message']:
+            text += ', fault "%s"' % retry['fault_message']
+        return text
+    if outcome == 'stale-disk':
+        return ('ACTIVE on %s, BUT it booted the disk the failed attempt '
+                'left (written by spawn #%s, not by this evacuation, spawn '
+                '#%s; %s): nova took the leftover directory for shared '
+                'storage and did not copy the image again' % (
+                    retry['host'], retry['disk_generation'],
+                    retry['spawn_generation'],
+                    'complete' if retry['disk_complete']
+                    else 'only partially written'))
+    if outcome == 'fresh-disk':
+        return ('ACTIVE on %s with a fresh disk (written by this evacuation,'
+                ' spawn #%s)' % (retry['host'], retry['spawn_generation']))
+    return RETRY_WORDS[outcome].replace('compute1', retry['host'])
+
+
+def story_text(title, story, verdict):
+    """Narrate one run."""
+    out = ['', '=' * WIDTH, title, '=' * WIDTH]
+    add = out.append
+    if 'boot' not in story:
+        add(_wrap('The story could not be played: %s' % story['error'],
+                  ''))
+        return '\n'.join(out)
+
+    boot = story['boot']
+    add('Step 1. Boot a server on compute0.')
+    add(_wrap('Server %s is %s on %s.' % (
+        story['server']['id'], boot['status'], boot['host']), '  '))
+    add(_wrap('Storage: %s.' % STORAGE_WORDS[story['storage']], '  '))
+    add('  Its disk: %s' % boot['disk_path'])
+    add('            %s' % size(boot['disk_size']))
+
+    if 'source_failure' in story:
+        failure = story['source_failure']
+        add('')
+        add('Step 2. compute0 fails.')
+        add(_wrap('Its nova-compute service is stopped and an admin marks '
+                  'it "forced down", as one must before evacuating: '
+                  'state %s, forced down %s.' % (
+                      failure['state'],
+                      'yes' if failure['forced_down'] else 'no'), '  '))
+
+    if 'failed_evacuation' in story:
+        failed = story['failed_evacuation']
+        add('')
+        add('Step 3. Evacuate the server to compute1; creating it there '
+            'fails.')
+        add(_wrap('compute1 rebuilds the server from scratch ("spawn"). A '
+                  'failure is injected at %s: %s.' % (
+                      story['stage'], STAGE_WORDS[story['stage']]), '  '))
+        add(_wrap('Result: the evacuation failed; the server is %s and '
+                  'still recorded on %s (migration %s).' % (
+                      failed['status'], failed['host'],
+                      failed['migration_status']), '  '))
+        add(_wrap('Error recorded on the server: %s' % (
+            failed['fault_details'] or
+            failed['fault_message']), '  '))
+        if failed['driver_cleaned_up']:
+            add(_wrap('(libvirt cleaned up after this failure by itself.)',
+                      '  '))
+
+    if 'after_failure' in story:
+        after = story['after_failure']
+        add('')
+        add('Step 4. What the failed attempt left on compute1.')
+        add('  libvirt guest (virsh list --all): %s' %
+            DOMAIN_WORDS[after['domain']])
+        if story['storage'] == 'shared':
+            add('  instance directory (shared with compute0, not '
+                "compute1's own):")
+            add('    ' + after['instance_dir'])
+            out.extend(_files_lines(after['files'], '      '))
+        else:
+            add("  instance directory on compute1's own storage:")
+            add('    ' + after['instance_dir'])
+            if after['own_dir_exists']:
+                out.extend(_files_lines(after['own_files'], '      '))
+            else:
+                add('      (does not exist)')
+        if story['storage'] != 'non-shared':
+            add("  the shared disk (compute0's): %s" % (
+                'unchanged' if after['shared_disk_unchanged']
+                else 'CHANGED'))
+            add('    ' + after['disk_path'])
+        add("  bytes on compute1's own storage: %s" %
+            size(after['own_bytes']))
+        add('  placement allocation against compute1: %s' % (
+            _resources(after['allocation'])))
+        audit = after['placement_audit']
+        add('  nova-manage placement audit (compute1): %s' % (
+            'no orphaned allocations' if audit['exit_code'] == 0
+            else 'orphaned allocations found (exit code %d)'
+            % audit['exit_code']))
+        for line in audit['output'].splitlines():
+            add('    ' + line)
+
+    if 'retry' in story:
+        add('')
+        add('Step 5. Evacuate to compute1 again, with no failure this time.')
+        add(_wrap('Result: ' + _retry_text(story, verdict), '  '))
+        retry = story['retry']
+        if verdict['retry'] == 'failed' and retry['fault_details']:
+            add(_wrap('Error recorded on the server: %s' %
+                      retry['fault_details'], '  '))
+
+    if story['error']:
+        add('')
+        add(_wrap('The story stopped early: %s' % story['error'], '  '))
+    return '\n'.join(out)
+
+
+def _resources(resources):
+    if not resources:
+        return 'none'
+    return ', '.join('%s=%s' % item for item in sorted(resources.items()))
+
+
+def _leftover_cell(story, verdict):
+    found = verdict['leftovers']
+    lines = ['guest: %s' % DOMAIN_WORDS[found.get('domain')]]
+    if story['storage'] == 'shared':
+        lines.append("files: none of compute1's own (shared dir)")
+    elif 'instance_dir' in found:
+        lines.append('files: ' + (', '.join(sorted(found['files'])) or
+                                  'empty directory'))
+    else:
+        lines.append('files: none')
+    return lines
+
+
+def _bytes_cell(story):
+    after = story.get('after_failure')
+    if after is None:
+        return ['?']
+    return ['{:,}'.format(after['own_bytes'])]
+
+
+def _placement_cell(story):
+    after = story.get('after_failure')
+    if after is None:
+        return ['?']
+    return ['allocation: %s' % ('yes' if after['allocation'] else 'none'),
+            'audit: %s' % ('clean' if after['placement_audit']['exit_code']
+                           == 0 else 'orphans')]
+
+
+def _retry_cell(story, verdict):
+    outcome = verdict['retry']
+    if outcome == 'failed':
+        retry = story['retry']
+        return ['FAILED (%s)' % retry['status'],
+                retry['fault_message'] or '']
+    return {
+        'stale-disk': ['ACTIVE, on the STALE', 'leftover disk'],
+        'fresh-disk': ['ACTIVE, fresh disk'],
+        'shared-disk': ['ACTIVE, shared disk', 'unchanged'],
+        'shared-disk-changed': ['ACTIVE, shared disk', 'CHANGED'],
+        'not-run': ['not run'],
+    }[outcome]
+
+
+def _verdict_cell(name, verdict):
+    if name == 'stock':
+        if verdict['bug_reproduced']:
+            return ['bug reproduced']
+        if verdict['ok']:
+            return ['no bug at this', 'stage (expected)']
+        return ['bug NOT reproduced']
+    return ['clean (as it should)' if verdict['ok'] else 'NOT clean']
+
+
+def _table(header, rows):
+    """Render rows of multi-line cells as a plain text table."""
+    widths = [max(len(line) for row in [header] + rows
+                  for line in (row[col] if isinstance(row[col], list)
+                               else [row[col]]))
+              for col in range(len(header))]
+    rule = '+' + '+'.join('-' * (w + 2) for w in widths) + '+'
+
+    def render(row):
+        cells = [cell if isinstance(cell, list) else [cell] for cell in row]
+        height = max(len(cell) for cell in cells)
+        lines = []
+        for i in range(height):
+            lines.append('| ' + ' | '.join(
+                (cell[i] if i < len(cell) else '').ljust(width)
+                for cell, width in zip(cells, widths)) + ' |')
+        return lines
+
+    out = [rule] + render(header) + [rule]
+    for row in rows:
+        out.extend(render(row))
+        out.append(rule)
+    return '\n'.join(out)
+
+
+def summary_text(stage, storage, stories, judgement):
+    """The runs side by side, and what to make of them."""
+    names = [name for name in ('stock', 'fixed') if name in stories]
+    titles = {'stock': 'Stock nova', 'fixed': 'With the fix'}
+    verdicts = judgement['verdicts']
+    header = [''] + [titles[name] for name in names]
+
+    def row(label, cell):
+        return [label] + [cell(name) for name in names]
+
+    rows = [
+        row('Left on compute1 after\nthe failed evacuation'.splitlines(),
+            lambda n: _leftover_cell(stories[n], verdicts[n])),
+        row("Bytes left on compute1's\nown storage".splitlines(),
+            lambda n: _bytes_cell(stories[n])),
+        row('Placement (compute1)',
+            lambda n: _placement_cell(stories[n])),
+        row('Evacuating again',
+            lambda n: _retry_cell(stories[n], verdicts[n])),
+        row('Manual steps still\nneeded on compute1'.splitlines(),
+            lambda n: _steps_cell(verdicts[n])),
+        row('Verdict', lambda n: _verdict_cell(n, verdicts[n])),
+    ]
+    out = ['', 'Summary (failure at %s, %s storage)' % (stage, storage),
+           _table(header, rows), '']
+    if 'stock' in verdicts and not verdicts['stock']['bug_expected']:
+        out.append(_wrap('Note: at this stage and storage %s.' %
+                         verdicts['stock']['expectation'], ''))
+    for name in names:
+        for problem in verdicts[name]['problems']:
+            out.append('%s: %s' % (titles[name], problem))
+    steps = {name: verdicts[name]['manual_steps'] for name in names}
+    for name in names:
+        if steps[name]:
+            out.append('%s, the operator\'s steps in full:' % titles[name])
+            out.extend('  %d. %s' % (i, step)
+                       for i, step in enumerate(steps[name], 1))
+    out.append('')
+    out.append('Result: %s' % (
+        'OK, everything behaved as expected (exit 0)' if judgement['ok']
+        else 'NOT OK, see above (exit 1)'))
+    return '\n'.join(out)
+
+
+def _steps_cell(verdict):
+    steps = verdict['manual_steps']
+    cells = []
+    for step in steps[:-1]:
+        if 'virsh destroy' in step:
+            cells.append('virsh destroy+undefine')
+        elif 'virsh' in step:
+            cells.append('virsh undefine')
+        elif 'rm -rf' in step:
+            cells.append('rm -rf instance dir')
+        else:
+            cells.append('placement audit --delete')
+    if steps:
+        cells.append('then evacuate again' if cells else
+                     'none; just evacuate again')
+    return cells or ['-']

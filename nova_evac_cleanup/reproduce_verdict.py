@@ -1,0 +1,196 @@
+# Copyright 2026 nova-evac-cleanup developers
+#
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""Judge what ``nova-evac-reproduce`` observed.
+
+Pure functions over the dicts :func:`nova_evac_cleanup.reproduce_story.play`
+returns: whether stock nova showed the bug (and whether it was expected to,
+for the stage and storage), whether the fixed computes left compute1 clean,
+and which manual steps an operator would still need.
+"""
+
+#: The stages of the fake libvirt driver's spawn whose failure the driver
+#: cleans up itself, and the first stage (nothing created yet). Kept in
+#: step with ``fake_libvirt.SELF_CLEANING_STAGES`` by the functional tests.
+SELF_CLEANING_STAGES = ('define_domain', 'plug_vifs', 'launch')
+FIRST_STAGE = 'create_instance_dir'
+
+
+def stock_expectation(stage, storage):
+    """Whether stock nova is expected to show the bug, and why (not).
+
+    Mirrors the expectations of the functional tests for an image-backed
+    server.
+
+    :returns: (bool, a sentence)
+    """
+    if stage == FIRST_STAGE:
+        return False, ('a failure at %s happens before compute1 has made '
+                       'anything, so even stock nova leaves nothing behind'
+                       % stage)
+    if stage in SELF_CLEANING_STAGES:
+        return False, ('libvirt cleans up a failure at %s itself (it '
+                       'undefines the guest and removes what this attempt '
+                       'created), so even stock nova leaves nothing behind'
+                       % stage)
+    if storage == 'shared' and stage != 'wait_for_boot':
+        return False, ('on shared storage the instance directory is not '
+                       "compute1's own and no guest is left before "
+                       'wait_for_boot, so stock nova leaves nothing of '
+                       'compute1 behind at %s' % stage)
+    return True, ('stock nova leaves what the failed attempt made on '
+                  'compute1')
+
+
+def leftovers(observed):
+    """What is left on compute1 itself; a dict of findings, empty if none.
+
+    :param observed: the ``after_failure`` observations of a story
+    """
+    found = {}
+    if observed['domain']:
+        found['domain'] = observed['domain']
+    if observed['own_dir_exists']:
+        found['instance_dir'] = observed['instance_dir']
+        found['files'] = observed['own_files']
+        found['bytes'] = observed['own_bytes']
+    if observed['allocation']:
+        found['allocation'] = observed['allocation']
+    return found
+
+
+def retry_outcome(story):
+    """How the second evacuation went.
+
+    :returns: one of ``'failed'``, ``'stale-disk'`` (ACTIVE, but on a disk
+        of compute1 left by the failed attempt), ``'fresh-disk'`` (ACTIVE on
+        a disk this evacuation wrote), ``'shared-disk'`` (ACTIVE on the
+        shared disk, unchanged), ``'shared-disk-changed'``, or
+        ``'not-run'``
+    """
+    retry = story.get('retry')
+    if not retry:
+        return 'not-run'
+    if retry['status'] != 'ACTIVE' or retry['host'] != 'compute1':
+        return 'failed'
+    if story['storage'] == 'non-shared':
+        if (retry['disk_generation'] == retry['spawn_generation'] and
+                retry['disk_complete']):
+            return 'fresh-disk'
+        return 'stale-disk'
+    if retry['shared_disk_unchanged']:
+        return 'shared-disk'
+    return 'shared-disk-changed'
+
+
+#: nova's default ``[DEFAULT] instances_path``, for the manual steps.
+INSTANCES_PATH = '/var/lib/nova/instances'
+
+
+def manual_steps(story):
+    """What an operator would still have to do by hand.
+
+    Everything the failed evacuation left on compute1 must go before
+    evacuating again; the second evacuation itself is always listed last.
+    The commands are those for a real deployment with nova's default
+    ``instances_path``.
+    """
+    after = story.get('after_failure')
+    if not after:
+        return []
+    uuid = story['server']['id']
+    domain = story['server']['instance_name']
+    steps = []
+    if after['domain'] == 'running':
+        steps.append('on compute1: virsh destroy %s; virsh undefine %s' % (
+            domain, domain))
+    elif after['domain']:
+        steps.append('on compute1: virsh undefine %s' % domain)
+    if after['own_dir_exists']:
+        steps.append('on compute1: rm -rf %s/%s' % (INSTANCES_PATH, uuid))
+    if after['allocation'] or after['placement_audit']['exit_code'] == 3:
+        steps.append('nova-manage placement audit --delete')
+    steps.append('openstack server evacuate --host compute1 %s' % uuid)
+    return steps
+
+
+def judge_stock(story):
+    """Did stock nova show the bug, as expected for the stage/storage?"""
+    expected, why = stock_expectation(story['stage'], story['storage'])
+    verdict = {'bug_expected': expected, 'expectation': why,
+               'bug_reproduced': False, 'leftovers': {},
+               'retry': retry_outcome(story),
+               'manual_steps': manual_steps(story), 'problems': []}
+    if story['error']:
+        verdict['problems'].append('the story failed: %s' % story['error'])
+        verdict['ok'] = False
+        return verdict
+    verdict['leftovers'] = leftovers(story['after_failure'])
+    verdict['bug_reproduced'] = bool(
+        verdict['leftovers'] or
+        verdict['retry'] in ('failed', 'stale-disk', 'shared-disk-changed'))
+    verdict['ok'] = verdict['bug_reproduced'] == expected
+    if not verdict['ok']:
+        verdict['problems'].append(
+            'stock nova was expected %s the bug here but it %s' % (
+                'to show' if expected else 'not to show',
+                'did' if verdict['bug_reproduced'] else 'did not'))
+    return verdict
+
+
+def judge_fixed(story):
+    """Did the fixed computes leave compute1 clean and the retry work?"""
+    verdict = {'leftovers': {}, 'retry': retry_outcome(story),
+               'manual_steps': manual_steps(story), 'problems': []}
+    problems = verdict['problems']
+    if story['error']:
+        problems.append('the story failed: %s' % story['error'])
+        verdict['ok'] = False
+        return verdict
+    after = story['after_failure']
+    verdict['leftovers'] = found = leftovers(after)
+    if 'domain' in found:
+        problems.append('a guest is left on compute1 (%s)' % found['domain'])
+    if 'instance_dir' in found:
+        problems.append(
+            "compute1's own storage still has the instance directory %s "
+            '(%d bytes)' % (found['instance_dir'], found['bytes']))
+    if 'allocation' in found:
+        problems.append('placement still has an allocation against '
+                        'compute1')
+    if after['placement_audit']['exit_code'] != 0:
+        problems.append('placement audit of compute1 reports orphaned '
+                        'allocations')
+    if after['shared_disk_unchanged'] is False:
+        problems.append('the shared disk changed')
+    if verdict['retry'] not in ('fresh-disk', 'shared-disk'):
+        problems.append('evacuating again did not give an ACTIVE server on '
+                        'compute1 with a good disk (%s)' % verdict['retry'])
+    verdict['ok'] = not problems
+    return verdict
+
+
+def judge(stories):
+    """Judge every run played.
+
+    :param stories: a dict with ``'stock'`` and/or ``'fixed'`` stories
+    :returns: a dict with a verdict per run, ``ok`` and ``exit_code``
+    """
+    verdicts = {}
+    if 'stock' in stories:
+        verdicts['stock'] = judge_stock(stories['stock'])
+    if 'fixed' in stories:
+        verdicts['fixed'] = judge_fixed(stories['fixed'])
+    ok = all(verdict['ok'] for verdict in verdicts.values())
+    return {'verdicts': verdicts, 'ok': ok, 'exit_code': 0 if ok else 1}
