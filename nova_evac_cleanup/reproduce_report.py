@@ -128,6 +128,9 @@ def story_text(title, story, verdict):
     add(_wrap('Storage: %s.' % STORAGE_WORDS[story['storage']], '  '))
     add('  Its disk: %s' % boot['disk_path'])
     add('            %s' % size(boot['disk_size']))
+    add(_wrap('(The hosts are simulated: their disks and instance '
+              'directories are real files under a temporary directory that '
+              'is removed at the end.)', '  '))
 
     if 'source_failure' in story:
         failure = story['source_failure']
@@ -215,6 +218,8 @@ def _resources(resources):
 
 
 def _leftover_cell(story, verdict):
+    if 'after_failure' not in story:
+        return ['?']
     found = verdict['leftovers']
     lines = ['guest: %s' % DOMAIN_WORDS[found.get('domain')]]
     if story['storage'] == 'shared':

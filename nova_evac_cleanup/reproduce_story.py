@@ -114,10 +114,11 @@ class StoryTestCase(functional.EvacuateTestCase):
             migration_status=self._latest_migration(uuid)['status'])
 
         self.progress('step 4: looking at compute1 ...')
-        story['after_failure'] = self._look_at_dest(server, shared_before)
+        after = self._look_at_dest(server, shared_before)
         code, output = self._placement_audit()
-        story['after_failure']['placement_audit'] = {
-            'exit_code': code, 'output': output.strip()}
+        after['placement_audit'] = {'exit_code': code,
+                                    'output': output.strip()}
+        story['after_failure'] = after
 
         self.progress('step 5: evacuating to compute1 again, no failure '
                       'injected; waiting for nova ...')
