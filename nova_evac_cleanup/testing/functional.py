@@ -20,18 +20,26 @@ placement fixture from openstack-placement and two computes, ``compute0``
 It is used by this project's functional tests and by
 ``nova-evac-reproduce``, so both tell the same story the same way.
 
+Where the fix of a :attr:`EvacuateTestCase.FIXED` test comes from is chosen
+with the environment variable ``NOVA_EVAC_CLEANUP_FIX``: ``mixin`` (the
+default) starts the computes with this project's manager; ``patch`` starts
+nova's own manager, for a nova patched with ``patches/``, which is then
+required. Stock (``FIXED = False``) tests cannot pass on a patched nova.
+
 It needs nova's test tree (shipped in nova's wheel) and openstack-placement;
 nova must have been installed from its sdist, which installs
 ``etc/nova/api-paste.ini``.
 """
 
 from importlib import metadata
+import inspect
 import io
 import os
 import sys
 
 import fixtures
 from nova.cmd import manage
+from nova.compute import manager as compute_manager
 from nova.tests import fixtures as nova_fixtures
 from nova.tests.functional import integrated_helpers
 
@@ -40,6 +48,28 @@ from nova_evac_cleanup.testing import fixtures as evac_fixtures
 
 SOURCE = 'compute0'
 DEST = 'compute1'
+
+#: The values of NOVA_EVAC_CLEANUP_FIX.
+FIX_MIXIN = 'mixin'
+FIX_PATCH = 'patch'
+
+
+def fix_mode():
+    """Where the fix comes from: ``NOVA_EVAC_CLEANUP_FIX``."""
+    mode = os.environ.get('NOVA_EVAC_CLEANUP_FIX') or FIX_MIXIN
+    if mode not in (FIX_MIXIN, FIX_PATCH):
+        raise ValueError('NOVA_EVAC_CLEANUP_FIX must be %r or %r, not %r' %
+                         (FIX_MIXIN, FIX_PATCH, mode))
+    return mode
+
+
+def nova_is_patched():
+    """Whether the installed nova has the fix of ``patches/``.
+
+    The patched ``_rebuild_default_impl`` takes ``on_shared_storage``.
+    """
+    return 'on_shared_storage' in inspect.signature(
+        compute_manager.ComputeManager._rebuild_default_impl).parameters
 
 
 def api_paste_config():
@@ -79,7 +109,12 @@ class EvacuateTestCase(integrated_helpers.ProviderUsageBaseTestCase):
         # The hosts' disks, domains and the faults to inject.
         self.world = self.useFixture(
             fake_libvirt.FakeLibvirtFixture(storage=self.STORAGE)).world
-        if self.FIXED:
+        if self.FIXED and fix_mode() == FIX_PATCH:
+            # nova's own manager has the fix; say so if it has not.
+            if not nova_is_patched():
+                self.fail('NOVA_EVAC_CLEANUP_FIX=patch but the installed '
+                          'nova is not patched with patches/')
+        elif self.FIXED:
             # Every compute started from now on, restarted ones too, runs
             # the evacuation cleanup.
             self.useFixture(evac_fixtures.EvacuateCleanupFixture())
