@@ -50,6 +50,53 @@ Possible values:
 Related options:
 
 * ``[DEFAULT] instances_path``: where the removed instance directory lives.
+* ``[evacuate_cleanup] sweep_on_start``: the same cleanup for an evacuation
+  this host did not live to see fail.
+"""),
+    cfg.StrOpt(
+        'sweep_on_start',
+        default='clean',
+        choices=[
+            ('clean', 'Recover the evacuations to this host that its own '
+                      'death interrupted, and clean up their leftovers.'),
+            ('report', 'Log what ``clean`` would do; change nothing.'),
+            ('off', 'Do not look for them.'),
+        ],
+        help="""
+Recover, when this compute service starts, evacuations its death interrupted.
+
+When this host's nova-compute dies (host reboot, OOM kill, ``kill -9``) while
+an instance is being evacuated to it, no exception handler runs: the instance
+stays in a rebuild task state on its source host, the migration stays
+``pre-migrating`` (or is marked ``completed`` by a source that came back
+first), and this host keeps the guest, its disks and its placement
+allocation. nova's own start-up checks only look at instances whose host is
+this host, so nothing ever recovers them.
+
+With ``clean``, right after nova's own start-up checks and before this host
+accepts requests, the evacuations to this host that it interrupted are ended
+as nova would have ended them had spawn failed: the guest here is destroyed
+(its disks only when the storage was found, before spawn, not to be shared),
+this host's allocation is removed, the instance goes to ERROR with no task
+state and the migration to ``failed``. Leftovers of evacuations to this host
+that already failed, and stale records of interrupted evacuations of
+instances that have moved on, are cleaned up as well. Nothing is done to an
+instance whose host is this host, nor to an evacuation in progress to
+another host. ``nova-evac-cleanup audit`` shows the same on demand.
+
+Choose ``report`` to review what would be done first, in the log, or ``off``
+to keep nova's behaviour.
+
+Possible values:
+
+* clean: recover and clean up (default).
+* report: log what would be done, change nothing.
+* off: do nothing.
+
+Related options:
+
+* ``[evacuate_cleanup] enabled``: the cleanup when spawn fails in the
+  process, which this option completes for a process that died.
 """),
 ]
 

@@ -107,8 +107,12 @@ class TestOpts(test.NoDBTestCase):
         self.assertEqual(1, len(opts))
         group, group_opts = opts[0]
         self.assertEqual('evacuate_cleanup', group)
-        self.assertEqual(['enabled'], [opt.name for opt in group_opts])
+        self.assertEqual(['enabled', 'sweep_on_start'],
+                         [opt.name for opt in group_opts])
         self.assertIs(True, group_opts[0].default)
+        self.assertEqual('clean', group_opts[1].default)
+        self.assertEqual(['clean', 'report', 'off'],
+                         list(group_opts[1].type.choices))
         # A copy: the generator may not change the registered options.
         self.assertIsNot(conf._opts[0], group_opts[0])
 
@@ -118,6 +122,9 @@ class TestOpts(test.NoDBTestCase):
         conf.register_opts(config)
 
         self.assertTrue(config.evacuate_cleanup.enabled)
+        self.assertEqual('clean', config.evacuate_cleanup.sweep_on_start)
+        self.assertRaises(ValueError, config.set_override, 'sweep_on_start',
+                          'delete', group='evacuate_cleanup')
 
     def test_entry_point(self):
         from importlib import metadata
