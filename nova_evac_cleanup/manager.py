@@ -30,11 +30,13 @@ of its rebuild code, so fixes nova makes there are kept.
 import sys
 
 from nova.compute import manager as nova_manager
+from nova import context as nova_context
 from oslo_config import cfg
 from oslo_log import log as logging
 from oslo_utils import excutils
 
 from nova_evac_cleanup import conf
+from nova_evac_cleanup import recovery
 from nova_evac_cleanup import spawn_failure
 
 CONF = cfg.CONF
@@ -67,6 +69,20 @@ class EvacuateCleanupMixin(object):
         # safe key for concurrent evacuations.
         self._evacuation_shared_storage = {}
 
+    def init_host(self, service_ref):
+        """Start like nova, then recover evacuations this host's death cut.
+
+        After nova's own start-up, and before this host accepts requests,
+        ``[evacuate_cleanup] sweep_on_start`` decides what happens to the
+        evacuations to this host that no exception handler saw fail: see
+        :mod:`nova_evac_cleanup.recovery`.
+        """
+        super().init_host(service_ref)
+        if (CONF.evacuate_cleanup.sweep_on_start != 'off' and
+                self.driver.capabilities.get('supports_evacuate', False)):
+            recovery.sweep(self, nova_context.get_admin_context(),
+                           CONF.evacuate_cleanup.sweep_on_start)
+
     def _do_rebuild_instance(
             self, context, instance, orig_image_ref, image_meta,
             injected_files, new_pass, orig_sys_metadata, bdms, evacuate,
@@ -83,8 +99,14 @@ class EvacuateCleanupMixin(object):
         call would answer True on any storage, so the answer is taken now.
         """
         if evacuate and CONF.evacuate_cleanup.enabled:
-            self._evacuation_shared_storage[instance.uuid] = (
-                self._shared_storage_before_spawn(instance, on_shared_storage))
+            shared = self._shared_storage_before_spawn(
+                instance, on_shared_storage)
+            self._evacuation_shared_storage[instance.uuid] = shared
+            # Saved by nova with the task state, before spawn, for the
+            # start-up sweep should this process die during the spawn. With
+            # the cleanup disabled nothing is recorded and the sweep keeps
+            # the disks.
+            recovery.record_shared_storage(instance, migration, shared)
         try:
             return super()._do_rebuild_instance(
                 context, instance, orig_image_ref, image_meta,
