@@ -339,10 +339,14 @@ def _describe(manager, context, finding, nodes):
 
     shared = recorded_shared_storage(instance, migration)
     if instance.host != migration.source_compute:
-        finding.destroy_disks = False
-        finding.disks = ('keep: the storage was checked against %s, the '
-                         'instance is on %s' % (migration.source_compute,
-                                                instance.host))
+        # The record is about the source; ask the instance's host now, as
+        # nova's _destroy_evacuated_instances does. Any failure says shared.
+        if finding.guest or finding.files:
+            finding.destroy_disks = not manager._is_instance_storage_shared(
+                context, instance, host=instance.host)
+        finding.disks = ('%s: %s on storage shared with %s (asked it)' % (
+            'remove' if finding.destroy_disks else 'keep',
+            'not' if finding.destroy_disks else 'maybe', instance.host))
     elif shared is False:
         finding.destroy_disks = True
         finding.disks = 'remove: not on shared storage (checked before spawn)'
@@ -578,6 +582,17 @@ _REASONS = {
 
 # The audit.
 
+def _service_up(context, host):
+    from nova import servicegroup
+
+    try:
+        service = objects.Service.get_by_compute_host(context, host)
+    except exception.ComputeHostNotFound:
+        return False
+    return (not service.forced_down and
+            servicegroup.API().service_is_up(service))
+
+
 def audit(manager, context, delete=False):
     """What ``nova-evac-cleanup audit`` reports, in the runbook's order.
 
@@ -594,12 +609,20 @@ def audit(manager, context, delete=False):
     """
     findings = find(manager, context)
     nodes = _nodes(manager, context)
-    if delete:
-        for finding in findings:
+    # nova-compute may be running an evacuation that looks interrupted.
+    running = _service_up(context, manager.host)
+    for finding in findings:
+        if running and finding.kind in (INTERRUPTED, RESET):
+            finding.errors.append(
+                'left alone: nova-compute on %s is up and may be running '
+                'this evacuation; restart it (sweep_on_start=clean) or stop '
+                'it and run this again' % manager.host)
+        elif delete:
             recover(manager, context, finding)
     report = {
         'host': manager.host,
         'delete': delete,
+        'compute_service_up': running,
         'evacuations': [f.as_dict() for f in findings],
         'orphaned_allocations': _orphaned(manager, context, nodes, findings,
                                           delete),
