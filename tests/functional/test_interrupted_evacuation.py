@@ -1,0 +1,245 @@
+# Copyright 2026 nova-evac-cleanup developers
+#
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""Evacuations interrupted by the death of the destination compute.
+
+Regression test for issue 7. compute0, the source, dies; the server is
+evacuated to compute1, whose nova-compute then dies too in the middle of
+the spawn: the spawn is held at a stage of the fake libvirt driver (disks
+created, or the domain running), the compute1 service is killed without a
+graceful stop (``Service.stop()`` would wait for the held spawn), and the
+held thread is later ended with :class:`ProcessDied`, a ``BaseException``
+no exception handler of nova or of the mixin catches, as if the process had
+gone.
+
+On stock nova nothing then ends the evacuation: the server stays in a
+rebuild task state on compute0, the migration ``pre-migrating`` (or
+``completed`` by compute0 if it comes back first), compute1 keeps the
+guest, its files and its allocation.
+
+After the fix, compute1's start-up sweep ends it as nova ends an evacuation
+whose spawn raised: the server is ERROR with no task state on compute0, the
+migration ``failed``, nothing of it is left on compute1 (non-shared
+storage) or its disk is intact (shared storage), compute1 has no allocation
+for it and ``nova-manage placement audit`` finds nothing orphaned there.
+
+* compute1 restarts first (compute0 still dead): the server keeps its
+  allocation on compute0 and can be evacuated again, to compute1.
+* compute0 restarts first: nova destroys its guest (keeping its disks, as
+  it cannot ask the dead compute1 whether they are shared), removes its
+  allocation and marks the migration ``completed``; when compute1 starts,
+  the sweep ends the evacuation and heals the server's allocation on
+  compute0, where a hard reboot brings it back on its kept disk.
+"""
+
+import io
+import json
+import time
+
+import fixtures
+
+from nova.compute import task_states
+from nova import context as nova_context
+from nova import objects
+
+from nova_evac_cleanup.cmd import audit as audit_cmd
+from nova_evac_cleanup import manager
+from nova_evac_cleanup.testing import functional as base
+
+SOURCE = base.SOURCE
+DEST = base.DEST
+
+
+class ProcessDied(BaseException):
+    """Ends a held spawn as the death of its process would: no handler."""
+
+
+class _InterruptedEvacuationTest(base.EvacuateTestCase):
+
+    def setUp(self):
+        super().setUp()
+        # The source asks the dead destination whether the storage is
+        # shared; do not wait a minute for the answer that never comes.
+        self.flags(rpc_response_timeout=2)
+        # Find the files of the fake libvirt hosts.
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_evac_cleanup.recovery.instance_path',
+            lambda mgr, instance: self.world.instance_dir(
+                mgr.host, instance.uuid)))
+        # Meta-test: the mixin's spawn-failure cleanup never runs for the
+        # held spawn.
+        self.cleanups = []
+        real = manager.EvacuateCleanupMixin._destroy_failed_evacuation
+
+        def record(mgr, context, instance, *args):
+            self.cleanups.append(instance.uuid)
+            return real(mgr, context, instance, *args)
+
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_evac_cleanup.manager.EvacuateCleanupMixin.'
+            '_destroy_failed_evacuation', record))
+
+    # The death of compute1 during the evacuation.
+
+    def _interrupt_evacuation(self, server, stage):
+        """Evacuate to compute1 and kill compute1 with the spawn at stage.
+
+        :returns: the server, its migration and the held block
+        """
+        self.dest_usages = self._get_provider_usages(self.dest_rp)
+        block = self.world.block_spawn(DEST, stage)
+        self.api.post_server_action(server['id'],
+                                    {'evacuate': {'host': DEST}})
+        self.assertTrue(block.wait_reached(timeout=30))
+        self._kill(self.compute1)
+        self.addCleanup(self._end_held_spawn, block)
+        migration = self._migration(server)
+        self.assertEqual('pre-migrating', migration.status)
+        return self.api.get_server(server['id']), migration, block
+
+    def _kill(self, service):
+        """Stop a compute without a graceful stop, and force it down."""
+        service.rpcserver.stop()
+        if service.rpcserver_alt is not None:
+            service.rpcserver_alt.stop()
+        service.tg.stop()
+        self._force_down(service.host, True)
+
+    def _force_down(self, host, down):
+        service = self.admin_api.get_services(
+            binary='nova-compute', host=host)[0]
+        self.admin_api.put_service_force_down(service['id'], down)
+
+    def _end_held_spawn(self, block):
+        """The held spawn of the dead process ends without any handler."""
+        if block.is_set():
+            return
+        before = (self.world.calls(DEST)['destroy'], list(self.cleanups))
+        block.release(ProcessDied())
+        time.sleep(0.5)
+        self.assertEqual(before, (self.world.calls(DEST)['destroy'],
+                                  list(self.cleanups)))
+
+    def _restart_dest(self, sweep='clean'):
+        """Start compute1 again with the mixin."""
+        self.flags(sweep_on_start=sweep, group='evacuate_cleanup')
+        self._force_down(DEST, False)
+        cell_name = self.host_mappings[DEST].cell_mapping.name
+        self.compute1 = self.start_service('compute', host=DEST,
+                                           cell_name=cell_name)
+        self.assertIsInstance(self.compute1.manager, manager.ComputeManager)
+        return self.compute1
+
+    def _restart_source(self):
+        self._force_down(SOURCE, False)
+        self.compute0 = self.restart_compute_service(self.compute0)
+        return self.compute0
+
+    def _migration(self, server):
+        context = nova_context.get_admin_context()
+        migrations = objects.MigrationList.get_by_filters(
+            context, {'instance_uuid': server['id'],
+                      'migration_type': 'evacuation'},
+            sort_keys=['created_at', 'id'], sort_dirs=['desc', 'desc'])
+        return migrations[0]
+
+    def _reload(self, migration):
+        return objects.Migration.get_by_id(
+            nova_context.get_admin_context(), migration.id)
+
+    def _audit(self, delete=False):
+        out = io.StringIO()
+        code = audit_cmd.run(delete=delete, as_json=True, out=out,
+                             host=DEST)
+        return code, json.loads(out.getvalue())
+
+    # What is left.
+
+    def assert_ended(self, server, migration, host=SOURCE):
+        """The evacuation ended as nova ends one whose spawn raised."""
+        server = self.api.get_server(server['id'])
+        self.assertEqual('ERROR', server['status'])
+        self.assertIsNone(server['OS-EXT-STS:task_state'])
+        self.assertEqual(host, server['OS-EXT-SRV-ATTR:host'])
+        self.assertIn('interrupted', server['fault']['message'])
+        self.assertEqual('failed', self._reload(migration).status)
+        self.assertIsNone(self._dest_allocation(server))
+        code, output = self._placement_audit()
+        self.assertEqual(0, code, output)
+        self.assertIsNone(self.world.domain_state(DEST, server['id']))
+        # compute1 does not count it any more.
+        self._run_periodics()
+        self.assertEqual(self.dest_usages,
+                         self._get_provider_usages(self.dest_rp))
+        return server
+
+    def assert_stuck(self, server, migration, status='pre-migrating'):
+        """Nothing changed since compute1 died."""
+        server = self.api.get_server(server['id'])
+        self.assertIn(server['OS-EXT-STS:task_state'],
+                      task_states.rebuild_states)
+        self.assertEqual(status, self._reload(migration).status)
+        self.assertIsNotNone(self._dest_allocation(server))
+        self.assertIsNotNone(self.world.domain_state(DEST, server['id']))
+
+
+class NonSharedStorageTest(_InterruptedEvacuationTest):
+
+    STORAGE = 'non-shared'
+
+    def test_dest_restarts_first(self):
+        """compute1 comes back while compute0 is still dead.
+
+        A healthy server on compute1 is left alone; the interrupted one is
+        ended and evacuated again to compute1.
+        """
+        healthy = self._build_server(host=DEST, networks='none')
+        healthy = self._wait_for_state_change(
+            self.api.post_server({'server': healthy}), 'ACTIVE')
+        healthy_disk = self.world.disk_checksum(DEST, healthy['id'])
+        server = self._boot()
+        self._fail_source()
+        server, migration, block = self._interrupt_evacuation(
+            server, 'wait_for_boot')
+        self.assertEqual('running',
+                         self.world.domain_state(DEST, server['id']))
+        self.assertTrue(self.world.files(DEST, server['id']))
+
+        self._restart_dest()
+        self._end_held_spawn(block)
+
+        self.assert_ended(server, migration)
+        self.assertFalse(self.world.files(DEST, server['id']))
+        # compute0's allocation is the server's only one.
+        self.assertEqual(
+            [self._get_provider_uuid_by_host(SOURCE)],
+            list(self._get_allocations_by_server_uuid(server['id'])))
+        # The healthy server is untouched.
+        self.assertEqual('running',
+                         self.world.domain_state(DEST, healthy['id']))
+        self.assertEqual(healthy_disk,
+                         self.world.disk_checksum(DEST, healthy['id']))
+        self.assertEqual('ACTIVE', self.api.get_server(
+            healthy['id'])['status'])
+
+        # The server can be evacuated to compute1 again, on a fresh disk.
+        generation = self.world.disk_generation(DEST, server['id'])
+        self.assertIsNone(generation)
+        self._evacuate(server)
+        self.assertEqual('running',
+                         self.world.domain_state(DEST, server['id']))
+        self.assertTrue(self.world.disk_is_complete(DEST, server['id']))
+        code, output = self._placement_audit()
+        self.assertEqual(0, code, output)
+        self.assertEqual([], self.cleanups)
