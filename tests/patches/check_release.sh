@@ -127,6 +127,7 @@ mkdir -p "$workdir/ours"
 (
     cd "$workdir/ours"
     export NOVA_EVAC_CLEANUP_FIX=patch
+    stestr init > /dev/null
     stestr --test-path "$repo_root/tests/functional" --top-dir "$repo_root" \
         list > all.txt
     stestr --test-path "$repo_root/tests/functional" --top-dir "$repo_root" \
