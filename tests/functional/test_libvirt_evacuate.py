@@ -64,7 +64,12 @@ class _LibvirtSpawnFailureTest(nova_evacuate._LibvirtEvacuateTest):
         self.flags(api_paste_config=functional.api_paste_config(),
                    group='wsgi')
         super().setUp()
-        if self.FIXED:
+        if self.FIXED and functional.fix_mode() == functional.FIX_PATCH:
+            # nova's own manager has the fix (NOVA_EVAC_CLEANUP_FIX=patch).
+            if not functional.nova_is_patched():
+                self.fail('NOVA_EVAC_CLEANUP_FIX=patch but the installed '
+                          'nova is not patched with patches/')
+        elif self.FIXED:
             # compute1, started after the source fails, runs the cleanup.
             self.useFixture(evac_fixtures.EvacuateCleanupFixture())
 
