@@ -149,6 +149,20 @@ def judge_stock(story):
     return verdict
 
 
+def _rbd_console_dir(story, found):
+    """Whether the leftover directory is RBD's local console log only.
+
+    On RBD the disks are in the pool; the instance directory on the host
+    only holds the console log. nova's libvirt driver keeps that directory
+    whenever it destroys a guest without its disks, as the fix must on
+    shared block storage, unless ``[workarounds]
+    ensure_libvirt_rbd_instance_dir_cleanup`` is set; it holds no data and
+    does not disturb a retry.
+    """
+    return (story['storage'] == 'rbd' and
+            set(found.get('files') or ()) <= {'console.log'})
+
+
 def judge_fixed(story):
     """Did the fixed computes leave compute1 clean and the retry work?"""
     verdict = {'leftovers': {}, 'retry': retry_outcome(story),
@@ -162,7 +176,7 @@ def judge_fixed(story):
     verdict['leftovers'] = found = leftovers(after)
     if 'domain' in found:
         problems.append('a guest is left on compute1 (%s)' % found['domain'])
-    if 'instance_dir' in found:
+    if 'instance_dir' in found and not _rbd_console_dir(story, found):
         problems.append(
             "compute1's own storage still has the instance directory %s "
             '(%d bytes)' % (found['instance_dir'], found['bytes']))
