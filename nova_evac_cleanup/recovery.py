@@ -207,6 +207,7 @@ class Finding(object):
         self.disks = ''
         self.actions = []
         self.done = []
+        self.notes = []
         self.errors = []
 
     @property
@@ -233,6 +234,7 @@ class Finding(object):
             'disks': self.disks,
             'actions': self.actions,
             'done': self.done,
+            'notes': self.notes,
             'errors': self.errors,
         }
 
@@ -613,7 +615,7 @@ def audit(manager, context, delete=False):
     running = _service_up(context, manager.host)
     for finding in findings:
         if running and finding.kind in (INTERRUPTED, RESET):
-            finding.errors.append(
+            (finding.errors if delete else finding.notes).append(
                 'left alone: nova-compute on %s is up and may be running '
                 'this evacuation; restart it (sweep_on_start=clean) or stop '
                 'it and run this again' % manager.host)

@@ -134,6 +134,8 @@ def format_report(report):
     for e in report['evacuations']:
         for item in (e['done'] if report['delete'] else e['actions']):
             add('  %s: %s' % (e['instance'], item))
+        for note in e['notes']:
+            add('  %s: %s' % (e['instance'], note))
         for error in e['errors']:
             add('  %s: NOT DONE: %s' % (e['instance'], error))
     return '\n'.join(lines) + '\n'

@@ -243,3 +243,165 @@ class NonSharedStorageTest(_InterruptedEvacuationTest):
         code, output = self._placement_audit()
         self.assertEqual(0, code, output)
         self.assertEqual([], self.cleanups)
+
+    def test_source_restarts_first(self):
+        """compute0 comes back first and takes the evacuation for done.
+
+        nova destroys its guest but keeps its disks (it cannot ask compute1
+        whether they are shared), removes its allocation and marks the
+        migration completed. compute1's sweep then ends the evacuation,
+        removes its own copy (made from the image) and heals the server's
+        allocation on compute0, where a hard reboot brings it back.
+        """
+        server = self._boot()
+        source_disk = self.world.disk_checksum(SOURCE, server['id'])
+        self._fail_source()
+        server, migration, block = self._interrupt_evacuation(
+            server, 'wait_for_boot')
+
+        self._restart_source()
+        self.assert_stuck(server, migration, status='completed')
+        self.assertIsNone(self.world.domain_state(SOURCE, server['id']))
+        self.assertEqual(source_disk,
+                         self.world.disk_checksum(SOURCE, server['id']))
+        self.assertEqual([self.dest_rp], list(
+            self._get_allocations_by_server_uuid(server['id'])))
+
+        self._restart_dest()
+        self._end_held_spawn(block)
+
+        self.assert_ended(server, migration)
+        self.assertFalse(self.world.files(DEST, server['id']))
+        self.assertEqual(source_disk,
+                         self.world.disk_checksum(SOURCE, server['id']))
+        # Healed on compute0 as nova-manage placement heal_allocations does.
+        self.assertEqual([self._get_provider_uuid_by_host(SOURCE)], list(
+            self._get_allocations_by_server_uuid(server['id'])))
+        code, output = self._placement_audit(host=SOURCE)
+        self.assertEqual(0, code, output)
+        # compute0 is up: nova refuses an evacuation; a hard reboot
+        # recreates the guest on the kept disk.
+        self.api.post_server_action(server['id'], {'reboot': {'type': 'HARD'}})
+        self._wait_for_state_change(server, 'ACTIVE')
+        self.assertEqual('running',
+                         self.world.domain_state(SOURCE, server['id']))
+        self.assertEqual(source_disk,
+                         self.world.disk_checksum(SOURCE, server['id']))
+
+    def test_volume_backed_disks_created_dest_first(self):
+        """Held after creating the files, before the domain is defined."""
+        server = self._boot(volume_backed=True)
+        self._fail_source()
+        server, migration, block = self._interrupt_evacuation(
+            server, 'get_guest_xml')
+        self.assertIsNone(self.world.domain_state(DEST, server['id']))
+        self.assertTrue(self.world.files(DEST, server['id']))
+
+        self._restart_dest()
+        self._end_held_spawn(block)
+
+        self.assert_ended(server, migration)
+        self.assertFalse(self.world.files(DEST, server['id']))
+        self._evacuate(server)
+        self.assertEqual('running',
+                         self.world.domain_state(DEST, server['id']))
+
+    def test_report_and_audit_change_nothing(self):
+        """sweep_on_start=report and audit without --delete only report.
+
+        With compute1 up, audit --delete leaves the interrupted evacuation
+        alone; once compute1 is forced down it ends it.
+        """
+        server = self._boot()
+        self._fail_source()
+        server, migration, block = self._interrupt_evacuation(
+            server, 'wait_for_boot')
+        self._restart_dest(sweep='report')
+        self._end_held_spawn(block)
+        self.assert_stuck(server, migration)
+        files = self.world.files(DEST, server['id'])
+
+        code, report = self._audit()
+        self.assertEqual(3, code, report)
+        [finding] = report['evacuations']
+        self.assertEqual(server['id'], finding['instance'])
+        self.assertEqual('interrupted', finding['kind'])
+        self.assertEqual('running', finding['guest'])
+        self.assertEqual(sorted(files), sorted(
+            p[len(self.world.instance_dir(DEST, server['id'])) + 1:]
+            for p in finding['files']))
+        self.assertEqual([self.dest_rp], list(finding['allocation_here']))
+        self.assertEqual(SOURCE, finding['instance_host'])
+        self.assertTrue(finding['disks'].startswith('remove'))
+        self.assertEqual([server['id']], [
+            o['consumer'] for o in report['orphaned_allocations']])
+        self.assertEqual([], report['missing_allocations'])
+        self.assertEqual(4, len(finding['actions']), finding['actions'])
+        self.assert_stuck(server, migration)
+        self.assertEqual(files, self.world.files(DEST, server['id']))
+
+        # compute1 is up: it may be running the evacuation.
+        code, report = self._audit(delete=True)
+        self.assertEqual(1, code, report)
+        self.assert_stuck(server, migration)
+
+        self._force_down(DEST, True)
+        code, report = self._audit(delete=True)
+        self.assertEqual(4, code, report)
+        self._force_down(DEST, False)
+        self.assert_ended(server, migration)
+        self.assertFalse(self.world.files(DEST, server['id']))
+        code, report = self._audit()
+        self.assertEqual(0, code, report)
+
+    def test_sweep_off(self):
+        server = self._boot()
+        self._fail_source()
+        server, migration, block = self._interrupt_evacuation(
+            server, 'wait_for_boot')
+        calls = self.world.calls(DEST)
+
+        self._restart_dest(sweep='off')
+        self._end_held_spawn(block)
+
+        self.assert_stuck(server, migration)
+        self.assertEqual(calls['destroy'], self.world.calls(DEST)['destroy'])
+
+
+class SharedStorageTest(_InterruptedEvacuationTest):
+
+    STORAGE = 'shared'
+
+    def test_dest_restarts_first(self):
+        server = self._boot()
+        disk = self.world.disk_checksum(SOURCE, server['id'])
+        self._fail_source()
+        server, migration, block = self._interrupt_evacuation(
+            server, 'wait_for_boot')
+
+        self._restart_dest()
+        self._end_held_spawn(block)
+
+        self.assert_ended(server, migration)
+        self.assertEqual(disk, self.world.disk_checksum(DEST, server['id']))
+        self._evacuate(server)
+        self.assertEqual('running',
+                         self.world.domain_state(DEST, server['id']))
+        self.assertEqual(disk, self.world.disk_checksum(DEST, server['id']))
+
+    def test_source_restarts_first_volume_backed(self):
+        server = self._boot(volume_backed=True)
+        self._fail_source()
+        server, migration, block = self._interrupt_evacuation(
+            server, 'wait_for_boot')
+        files = self.world.files(SOURCE, server['id'])
+
+        self._restart_source()
+        self.assert_stuck(server, migration, status='completed')
+        self._restart_dest()
+        self._end_held_spawn(block)
+
+        self.assert_ended(server, migration)
+        self.assertEqual(files, self.world.files(DEST, server['id']))
+        self.api.post_server_action(server['id'], {'reboot': {'type': 'HARD'}})
+        self._wait_for_state_change(server, 'ACTIVE')
