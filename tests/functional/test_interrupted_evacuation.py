@@ -354,6 +354,66 @@ class NonSharedStorageTest(_InterruptedEvacuationTest):
         code, report = self._audit()
         self.assertEqual(0, code, report)
 
+    def test_evacuation_elsewhere_untouched_then_stale_record_closed(self):
+        """The operator evacuated the server on to compute2 meanwhile.
+
+        While that evacuation is in progress compute1's sweep leaves
+        everything alone. Once it is done, the interrupted record is stale:
+        compute1 closes it as failed, so that nothing counts it, and removes
+        its guest, its files (compute2 says they are not shared) and its
+        allocation. The server on compute2 is untouched.
+        """
+        other = 'compute2'
+        self._start_compute(other)
+        server = self._boot()
+        self._fail_source()
+        server, migration, block = self._interrupt_evacuation(
+            server, 'wait_for_boot')
+        # The operator's recovery by hand: reset-state, evacuate again.
+        self.api.post_server_action(
+            server['id'], {'os-resetState': {'state': 'error'}})
+        held = self.world.block_spawn(other, 'wait_for_boot')
+        self.api.post_server_action(server['id'],
+                                    {'evacuate': {'host': other}})
+        self.assertTrue(held.wait_reached(timeout=30))
+        second = self._migration(server)
+        self.assertNotEqual(migration.id, second.id)
+
+        self._restart_dest()
+        self._end_held_spawn(block)
+
+        self.assertEqual('pre-migrating', self._reload(migration).status)
+        self.assertEqual('pre-migrating', self._reload(second).status)
+        self.assertEqual('running',
+                         self.world.domain_state(DEST, server['id']))
+        self.assertIsNotNone(self._dest_allocation(server))
+        self.assertEqual(task_states.REBUILD_SPAWNING, self.api.get_server(
+            server['id'])['OS-EXT-STS:task_state'])
+
+        held.release()
+        server = self._wait_for_server_parameter(
+            server, {'status': 'ACTIVE', 'OS-EXT-SRV-ATTR:host': other,
+                     'OS-EXT-STS:task_state': None})
+        self._wait_for_migration_status(server, ['done'])
+        disk = self.world.disk_checksum(other, server['id'])
+        # The stale record still counts on compute1.
+        self.assertEqual('pre-migrating', self._reload(migration).status)
+
+        self.compute1 = self.restart_compute_service(self.compute1)
+
+        self.assertEqual('failed', self._reload(migration).status)
+        self.assertIsNone(self.world.domain_state(DEST, server['id']))
+        self.assertFalse(self.world.files(DEST, server['id']))
+        self.assertIsNone(self._dest_allocation(server))
+        code, output = self._placement_audit()
+        self.assertEqual(0, code, output)
+        server = self.api.get_server(server['id'])
+        self.assertEqual('ACTIVE', server['status'])
+        self.assertEqual(other, server['OS-EXT-SRV-ATTR:host'])
+        self.assertEqual('running',
+                         self.world.domain_state(other, server['id']))
+        self.assertEqual(disk, self.world.disk_checksum(other, server['id']))
+
     def test_sweep_off(self):
         server = self._boot()
         self._fail_source()
