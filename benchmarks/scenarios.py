@@ -1,0 +1,364 @@
+# Copyright 2026 nova-evac-cleanup developers
+#
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""Benchmark scenarios, run as test methods of ``EvacuateTestCase``.
+
+``run.py`` runs each scenario twice, on stock nova (``FIXED`` False) and
+with the cleanup manager (``FIXED`` True), in fresh services each time, and
+reads what the scenario measured from ``self.results``. Nothing here
+asserts a time: the methods only fail when nova does not get where the
+scenario needs it (a server that never becomes ACTIVE, ...).
+
+nova's own wait helpers poll every 0.5 s, which would swamp what is
+measured; these scenarios poll every :data:`POLL` seconds instead.
+"""
+
+import collections
+import random
+import statistics
+import time
+
+import fixtures
+
+from nova_evac_cleanup import manager
+from nova_evac_cleanup.testing import fake_libvirt
+from nova_evac_cleanup.testing import functional as base
+
+SOURCE = base.SOURCE
+DEST = base.DEST
+POLL = 0.02
+TIMEOUT = 300
+
+
+def per_instance_faults(world, faults):
+    """Make spawns of given instances fail at given stages.
+
+    The world's spawn faults are one-shot per (host, stage), which cannot
+    fail twelve of forty concurrent evacuations at seven stages. This adds
+    faults keyed by (host, uuid) on top, fired like the world's own (a
+    ``create_disks`` fault still writes a partial disk) and recorded in
+    ``world.fired_faults``.
+
+    :param faults: a dict of (stage, exception) by (host, uuid); emptied
+        as the faults fire
+    """
+    original = world._enter_stage
+
+    def enter_stage(record, stage):
+        exc = original(record, stage)
+        if exc is None:
+            with world._lock:
+                key = (record.host, record.uuid)
+                if key in faults and faults[key][0] == stage:
+                    exc = faults.pop(key)[1]
+                    world._fired.append(fake_libvirt.FiredFault(
+                        record.host, stage, record.uuid, exc))
+        return exc
+
+    world._enter_stage = enter_stage
+
+
+class Scenarios(base.EvacuateTestCase):
+    """The benchmark scenarios; ``run.py`` sets FIXED, STORAGE, params."""
+
+    STORAGE = 'non-shared'
+    FIXED = True
+    #: set by run.py: sizes and the seed
+    params = {}
+    #: set by run.py: where the scenario puts what it measured. A class
+    #: attribute, as nova's TestCase clears the test's own attributes
+    #: when it ends.
+    sink = {}
+
+    def setUp(self):
+        # Room for 50 tiny servers on one host: MediumFakeDriver has 10
+        # vCPUs and 8 GiB.
+        self.flags(cpu_allocation_ratio=16.0, ram_allocation_ratio=16.0,
+                   disk_allocation_ratio=16.0)
+        # ... and in the project's quota (10 instances by default).
+        self.flags(instances=-1, cores=-1, ram=-1, group='quota')
+        super().setUp()
+        self.results = self.sink
+        self.cleanup_seconds = []
+        if self.FIXED:
+            self._time_cleanup()
+
+    def _time_cleanup(self):
+        """Record how long each cleanup of a failed evacuation takes."""
+        original = manager.EvacuateCleanupMixin._destroy_failed_evacuation
+        durations = self.cleanup_seconds
+
+        def timed(mgr, *args, **kwargs):
+            started = time.perf_counter()
+            try:
+                return original(mgr, *args, **kwargs)
+            finally:
+                durations.append(time.perf_counter() - started)
+
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_evac_cleanup.manager.EvacuateCleanupMixin.'
+            '_destroy_failed_evacuation', timed))
+
+    # Polling.
+
+    def _until(self, check, what):
+        deadline = time.monotonic() + TIMEOUT
+        while True:
+            value = check()
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                self.fail('timed out waiting for %s' % what)
+            time.sleep(POLL)
+
+    def _migrations(self):
+        """The latest migration of each instance, by instance uuid."""
+        latest = {}
+        for migration in self.admin_api.api_get(
+                '/os-migrations').body['migrations']:
+            uuid = migration['instance_uuid']
+            if uuid not in latest or migration['id'] > latest[uuid]['id']:
+                latest[uuid] = migration
+        return latest
+
+    def _settled(self, uuid, before):
+        """The server once its latest evacuation has settled, else None.
+
+        Settled: the latest migration (newer than ``before``, the id of the
+        migration before it or 0) is done or failed and the task state is
+        cleared.
+        """
+        migration = self._migrations().get(uuid)
+        if (migration is None or migration['id'] <= before or
+                migration['status'] not in ('done', 'failed')):
+            return None
+        server = self.admin_api.get_server(uuid)
+        if server['OS-EXT-STS:task_state'] is not None:
+            return None
+        if server['status'] == 'ERROR' and 'fault' not in server:
+            return None
+        return server
+
+    def _boot_many(self, count, host=SOURCE):
+        """Boot ``count`` image-backed servers on ``host`` at once."""
+        uuids = []
+        for _ in range(count):
+            server = self._build_server(host=host, networks='none')
+            uuids.append(self.api.post_server({'server': server})['id'])
+
+        def all_active():
+            servers = {s['id']: s for s in self.api.get_servers()}
+            states = [servers[uuid]['status'] for uuid in uuids]
+            if 'ERROR' in states:
+                self.fail('a server failed to boot')
+            return all(state == 'ACTIVE' for state in states)
+
+        self._until(all_active, 'servers to boot')
+        return uuids
+
+    def _evacuate_all(self, uuids):
+        """Post an evacuation of each server, then wait for all of them.
+
+        :returns: the servers by uuid once settled
+        """
+        before = {uuid: m['id'] for uuid, m in self._migrations().items()}
+        for uuid in uuids:
+            self.admin_api.post_server_action(
+                uuid, {'evacuate': {'host': DEST}})
+        settled = {}
+
+        def all_settled():
+            for uuid in uuids:
+                if uuid not in settled:
+                    server = self._settled(uuid, before.get(uuid, 0))
+                    if server is not None:
+                        settled[uuid] = server
+            return len(settled) == len(uuids)
+
+        self._until(all_settled, 'evacuations to settle')
+        return settled
+
+    def _calls(self, host=DEST):
+        return self.world.calls(host)
+
+    # 1. Success path.
+
+    def test_success_path(self):
+        """N evacuations, then N rebuilds, one at a time, all succeeding."""
+        count = self.params['success_count']
+        uuids = self._boot_many(count)
+        self._fail_source()
+
+        calls = self._calls()
+        seconds = []
+        for uuid in uuids:
+            started = time.perf_counter()
+            server = self._evacuate_all([uuid])[uuid]
+            seconds.append(time.perf_counter() - started)
+            if (server['status'] != 'ACTIVE' or
+                    server['OS-EXT-SRV-ATTR:host'] != DEST):
+                self.fail('evacuation failed: %s' % server.get('fault'))
+        evacuate_calls = self._calls() - calls
+        self.results['evacuate'] = {
+            'count': count, 'seconds': seconds,
+            'calls': dict(evacuate_calls)}
+
+        calls = self._calls()
+        image = self.api.get_server(uuids[0])['image']['id']
+        seconds = []
+        for uuid in uuids:
+            started = time.perf_counter()
+            self.admin_api.post_server_action(
+                uuid, {'rebuild': {'imageRef': image}})
+
+            def rebuilt():
+                server = self.admin_api.get_server(uuid)
+                if server['status'] == 'ERROR':
+                    self.fail('rebuild failed: %s' % server.get('fault'))
+                return (server['status'] == 'ACTIVE' and
+                        server['OS-EXT-STS:task_state'] is None)
+
+            self._until(rebuilt, 'rebuild')
+            seconds.append(time.perf_counter() - started)
+        rebuild_calls = self._calls() - calls
+        self.results['rebuild'] = {
+            'count': count, 'seconds': seconds,
+            'calls': dict(rebuild_calls)}
+
+    # 2. Failure path.
+
+    def test_failure_path(self):
+        """A failed evacuation at each spawn stage, a few times each."""
+        repeat = self.params['failure_repeat']
+        stages = fake_libvirt.STAGES
+        uuids = self._boot_many(repeat * len(stages))
+        self._fail_source()
+        results = {}
+        for i, stage in enumerate(stages):
+            seconds = []
+            cleanups_before = len(self.cleanup_seconds)
+            for uuid in uuids[i * repeat:(i + 1) * repeat]:
+                self.world.inject_spawn_fault(DEST, stage)
+                started = time.perf_counter()
+                server = self._evacuate_all([uuid])[uuid]
+                seconds.append(time.perf_counter() - started)
+                if server['status'] != 'ERROR':
+                    self.fail('evacuation did not fail at %s' % stage)
+            results[stage] = {
+                'seconds': seconds,
+                'cleanup_seconds': self.cleanup_seconds[cleanups_before:],
+                'left': self._debris(uuids[i * repeat:(i + 1) * repeat])}
+        self.results['failure'] = results
+
+    # 3. Host evacuation.
+
+    def test_host_evacuation(self):
+        """A host with N instances dies; evacuate all, retry the failed."""
+        count = self.params['host_count']
+        rng = random.Random(self.params['seed'])
+        uuids = self._boot_many(count)
+        self._fail_source()
+
+        failing = rng.sample(uuids, round(count * self.params['fail_ratio']))
+        faults = {}
+        for uuid in failing:
+            stage = rng.choice(fake_libvirt.STAGES)
+            faults[(DEST, uuid)] = (stage, fake_libvirt.FakeLibvirtError(
+                'injected failure at %s on %s' % (stage, DEST)))
+        stages = collections.Counter(stage for stage, _ in faults.values())
+        per_instance_faults(self.world, faults)
+
+        started = time.perf_counter()
+        first = self._evacuate_all(uuids)
+        first_seconds = time.perf_counter() - started
+        failed = [uuid for uuid, server in first.items()
+                  if server['status'] != 'ACTIVE']
+        after_first = self._debris(uuids)
+
+        started = time.perf_counter()
+        retried = self._evacuate_all(failed)
+        retry_seconds = time.perf_counter() - started
+        servers = dict(first, **retried)
+
+        active = [uuid for uuid, server in servers.items()
+                  if server['status'] == 'ACTIVE' and
+                  server['OS-EXT-SRV-ATTR:host'] == DEST]
+        stale = [uuid for uuid in active if self._stale_disk(uuid)]
+        code, output = self._placement_audit()
+        orphaned = output.count('Allocations for consumer UUID')
+        after_retry = self._debris(uuids)
+        steps = collections.Counter()
+        for uuid in uuids:
+            if uuid not in active:
+                steps['evacuate again'] += 1
+            if uuid in after_retry['domains']:
+                steps['virsh destroy/undefine'] += 1
+            if uuid in after_retry['files']:
+                steps['rm -rf instance directory'] += 1
+            if uuid in stale:
+                steps['rebuild (booted a stale/partial disk)'] += 1
+        if orphaned:
+            steps['nova-manage placement audit --delete'] += 1
+        self.results['host'] = {
+            'count': count, 'failing': len(failing),
+            'stages': dict(stages), 'failed_first': len(failed),
+            'fired': sum(1 for fault in self.world.fired_faults
+                         if fault.point in fake_libvirt.STAGES),
+            'active_after_retry': len(active), 'stale_disks': len(stale),
+            'after_first': after_first, 'after_retry': after_retry,
+            'audit_code': code, 'orphaned_allocations': orphaned,
+            'manual_steps': dict(steps),
+            'first_seconds': first_seconds, 'retry_seconds': retry_seconds}
+
+    # What is left.
+
+    def _stale_disk(self, uuid):
+        """Whether an ACTIVE server runs on a stale or partial disk.
+
+        That is a disk its last spawn did not write (non-shared storage,
+        image-backed): the stale-disk bug.
+        """
+        if self.STORAGE != 'non-shared':
+            return False
+        spawns = [s for s in self.world.spawns(DEST, uuid) if s.succeeded]
+        return bool(spawns) and (
+            self.world.disk_generation(DEST, uuid) != spawns[-1].generation or
+            not self.world.disk_is_complete(DEST, uuid))
+
+    def _debris(self, uuids):
+        """What servers not ACTIVE on the destination left there.
+
+        Their domains, and the bytes on the destination's own storage.
+        """
+        domains = self.world.domains(DEST)
+        left = {'domains': {}, 'files': {}, 'bytes': 0}
+        for uuid in uuids:
+            server = self.admin_api.get_server(uuid)
+            if (server['status'] == 'ACTIVE' and
+                    server['OS-EXT-SRV-ATTR:host'] == DEST):
+                continue
+            if uuid in domains:
+                left['domains'][uuid] = domains[uuid]
+            if self.STORAGE == 'non-shared':
+                files = self.world.files(DEST, uuid)
+            else:
+                files = {}
+            if files:
+                left['files'][uuid] = sum(files.values())
+                left['bytes'] += sum(files.values())
+        return left
+
+
+def median(values):
+    return statistics.median(values) if values else float('nan')
