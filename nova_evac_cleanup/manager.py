@@ -27,6 +27,7 @@ spawn. It only hooks around nova's own methods: nova still runs every line
 of its rebuild code, so fixes nova makes there are kept.
 """
 
+import inspect
 import sys
 
 from nova.compute import manager as nova_manager
@@ -42,6 +43,17 @@ from nova_evac_cleanup import spawn_failure
 CONF = cfg.CONF
 conf.register_opts(CONF)
 LOG = logging.getLogger(__name__)
+
+
+def nova_has_the_fix():
+    """Whether the installed nova carries this project's patch series.
+
+    The series gives nova's ``_rebuild_default_impl`` its own
+    ``on_shared_storage`` argument; the mixin and the patch must not be
+    used together.
+    """
+    return 'on_shared_storage' in inspect.signature(
+        nova_manager.ComputeManager._rebuild_default_impl).parameters
 
 
 class EvacuateCleanupMixin(object):
@@ -62,6 +74,14 @@ class EvacuateCleanupMixin(object):
     """
 
     def __init__(self, *args, **kwargs):
+        if nova_has_the_fix():
+            # nova would pass on_shared_storage to our _rebuild_default_impl
+            # and every rebuild on this host would fail with a TypeError.
+            raise RuntimeError(
+                'This nova already destroys the guest of a failed '
+                'evacuation (the nova-evac-cleanup patch series is '
+                'applied): run nova-compute, not the nova-evac-cleanup '
+                'compute manager.')
         super().__init__(*args, **kwargs)
         # The shared-storage answer of each evacuation running on this host,
         # by instance uuid. nova never runs two rebuilds of one instance on

@@ -413,6 +413,23 @@ class TestOverriddenSignatures(test.NoDBTestCase):
                 continue
             self.assertEqual(novas, ours, name)
 
+    def test_refuses_patched_nova(self):
+        # With the patch series nova passes on_shared_storage to
+        # _rebuild_default_impl: the mixin must not start on such a nova.
+        def patched(self, context, instance, image_meta, injected_files,
+                    admin_password, allocations, bdms, detach_block_devices,
+                    attach_block_devices, network_info=None, evacuate=False,
+                    block_device_info=None, preserve_ephemeral=False,
+                    accel_uuids=None, reimage_boot_volume=False,
+                    on_shared_storage=None):
+            pass
+
+        self.assertFalse(manager.nova_has_the_fix())
+        with mock.patch.object(nova_manager.ComputeManager,
+                               '_rebuild_default_impl', patched):
+            self.assertTrue(manager.nova_has_the_fix())
+            self.assertRaises(RuntimeError, manager.ComputeManager)
+
     def test_mro(self):
         self.assertEqual(
             (manager.ComputeManager, manager.EvacuateCleanupMixin,
