@@ -42,6 +42,7 @@ from nova.cmd import manage
 from nova.compute import manager as compute_manager
 from nova.tests import fixtures as nova_fixtures
 from nova.tests.functional import integrated_helpers
+from nova import utils
 
 from nova_evac_cleanup.testing import fake_libvirt
 from nova_evac_cleanup.testing import fixtures as evac_fixtures
@@ -155,18 +156,22 @@ class EvacuateTestCase(integrated_helpers.ProviderUsageBaseTestCase):
             ``onSharedStorage`` (microversion 2.1).
         """
         args = {'host': DEST}
+        microversion = self.admin_api.microversion
         if on_shared_storage is not None:
             args['onSharedStorage'] = on_shared_storage
-            self.admin_api.microversion = '2.1'
-            self.addCleanup(setattr, self.admin_api, 'microversion',
-                            self.microversion)
+            microversion = '2.1'
         kwargs = {}
         if expected_state == 'ACTIVE':
             kwargs['expected_host'] = DEST
-        return self._evacuate_server(
-            server, args, expected_state=expected_state,
-            expected_task_state=None,
-            expected_migration_status=expected_migration_status, **kwargs)
+        # Only this request uses the old microversion: later calls, like
+        # the hypervisor lookups of the placement audit, need the newer.
+        with utils.temporary_mutation(self.admin_api,
+                                      microversion=microversion):
+            return self._evacuate_server(
+                server, args, expected_state=expected_state,
+                expected_task_state=None,
+                expected_migration_status=expected_migration_status,
+                **kwargs)
 
     def _fail_evacuation(self, server, stage, on_shared_storage=None):
         """Evacuate with a spawn failure at ``stage`` on the destination.
