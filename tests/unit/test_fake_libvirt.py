@@ -318,18 +318,27 @@ class _StorageTests(object):
         self.assertEqual([self.uuid], drv.list_instance_uuids())
         self.assertTrue(drv.instance_exists(self.instance))
 
-    def test_block_spawn(self):
-        block = self.world.block_spawn('compute1', 'define_domain')
+    def _spawn_in_thread(self, drv):
+        """Spawn on another thread, so a held spawn does not hold the test.
+
+        :returns: the started thread and the list its spawn error, if any,
+            is appended to
+        """
         errors = []
 
         def spawn():
             try:
-                self._spawn(self.drv1)
+                self._spawn(drv)
             except Exception as exc:
                 errors.append(exc)
 
         thread = threading.Thread(target=spawn)
         thread.start()
+        return thread, errors
+
+    def test_block_spawn(self):
+        block = self.world.block_spawn('compute1', 'define_domain')
+        thread, errors = self._spawn_in_thread(self.drv1)
         self.assertTrue(block.wait_reached(10))
         self.assertFalse(block.is_set())
         # Held after the disks, before the domain.
@@ -343,16 +352,7 @@ class _StorageTests(object):
 
     def test_block_spawn_released_by_reset(self):
         block = self.world.block_spawn('compute1', 'launch')
-        errors = []
-
-        def spawn():
-            try:
-                self._spawn(self.drv1)
-            except Exception as exc:
-                errors.append(exc)
-
-        thread = threading.Thread(target=spawn)
-        thread.start()
+        thread, errors = self._spawn_in_thread(self.drv1)
         self.assertTrue(block.wait_reached(10))
         self.world.reset()
         thread.join(10)
