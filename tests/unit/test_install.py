@@ -14,11 +14,13 @@
 
 """Tests of how a deployer turns the cleanup on, and of its options."""
 
+import inspect
 import sys
 import types
 from unittest import mock
 
 import fixtures
+from nova.compute import manager as nova_manager
 from nova import service
 from nova import test
 from oslo_config import cfg
@@ -135,11 +137,87 @@ class TestOpts(test.NoDBTestCase):
         self.assertIs(conf.list_opts, points[0].load())
 
 
-class TestSpawnFailure(test.NoDBTestCase):
+class NotSpawn(Exception):
+    """An error raised by something nova calls around spawn."""
 
-    def test_nova_calls_spawn(self):
-        # The spawn call was found in the installed nova.
-        self.assertGreater(len(spawn_failure._SPAWN_CALL), 0)
+
+class TestSpawnFailure(test.NoDBTestCase):
+    """The spawn call found in the installed nova is the one that raises.
+
+    nova's real ``_rebuild_default_impl`` runs with everything it calls
+    mocked; one of those calls raises, and the traceback must say "spawn"
+    for the ``driver.spawn`` call and for nothing else.
+    """
+
+    def _rebuild_traceback(self, fail, evacuate=True):
+        """Run nova's default rebuild until ``fail`` raises.
+
+        :param fail: a function of the mocked manager, instance and block
+            device callbacks that makes one of them raise
+        :returns: the traceback of the exception that left nova's code
+        """
+        manager = mock.Mock()
+        manager.driver.spawn.return_value = None
+        instance = mock.MagicMock()
+        instance.flavor.extra_specs = {}
+        detach = mock.Mock()
+        attach = mock.Mock(return_value=mock.sentinel.block_device_info)
+        fail(manager, instance, detach, attach)
+        impl = inspect.unwrap(
+            nova_manager.ComputeManager._rebuild_default_impl)
+        try:
+            impl(manager, mock.sentinel.context, instance,
+                 mock.sentinel.image_meta, [], None, {}, [], detach, attach,
+                 network_info=mock.sentinel.network_info, evacuate=evacuate,
+                 block_device_info=None, accel_uuids=[])
+        except Exception as error:
+            self.assertIsInstance(error, NotSpawn)
+            return error.__traceback__
+        self.fail('nova\'s _rebuild_default_impl did not raise')
+
+    def _lasti(self, tb):
+        """The offset at which the exception left nova's frame."""
+        while tb is not None:
+            if tb.tb_frame.f_code is spawn_failure._REBUILD_DEFAULT_IMPL:
+                return tb.tb_lasti
+            tb = tb.tb_next
+        self.fail('no frame of nova\'s _rebuild_default_impl')
+
+    def test_spawn_error_is_told(self):
+        def fail(manager, instance, detach, attach):
+            manager.driver.spawn.side_effect = NotSpawn('spawn')
+
+        tb = self._rebuild_traceback(fail)
+
+        self.assertIn(self._lasti(tb), spawn_failure._SPAWN_CALL)
+        self.assertTrue(spawn_failure.raised_by_spawn(tb))
+
+    def test_errors_around_spawn_are_not(self):
+        # Every call nova makes before and after spawn on an evacuation,
+        # and on a plain rebuild, its destroy of the old guest.
+        def raising(name):
+            def fail(manager, instance, detach, attach):
+                target = {
+                    'detach': detach,
+                    'attach': attach,
+                    'save': instance.save,
+                    'enter': instance.mutated_migration_context.
+                    return_value.__enter__,
+                    'exit': instance.mutated_migration_context.
+                    return_value.__exit__,
+                    'destroy': manager.driver.destroy,
+                }[name]
+                target.side_effect = NotSpawn(name)
+            return fail
+
+        for name in ('detach', 'attach', 'save', 'enter', 'exit'):
+            tb = self._rebuild_traceback(raising(name))
+            self.assertNotIn(self._lasti(tb), spawn_failure._SPAWN_CALL,
+                             name)
+            self.assertFalse(spawn_failure.raised_by_spawn(tb), name)
+        tb = self._rebuild_traceback(raising('destroy'), evacuate=False)
+        self.assertNotIn(self._lasti(tb), spawn_failure._SPAWN_CALL)
+        self.assertFalse(spawn_failure.raised_by_spawn(tb))
 
     def test_nova_without_spawn_call_is_refused(self):
         def rebuild(self):
