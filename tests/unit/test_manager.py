@@ -20,6 +20,7 @@ the style of nova's ``test_compute_mgr.py`` rebuild tests.
 """
 
 import inspect
+import threading
 import traceback
 from unittest import mock
 
@@ -267,20 +268,82 @@ class TestEvacuateSpawnFailure(RebuildTestCase):
             mock_log.info.call_args.args[1:])
         self.assertIn('kept its disks (on shared storage)', message)
 
-    def test_answer_is_per_instance(self):
-        # Two evacuations on this host: each cleanup uses its own answer.
-        other = self._instance()
-        shared = {self.instance.uuid: False, other.uuid: True}
+    def test_concurrent_evacuations_use_their_own_answers(self):
+        # Two evacuations on this host at once, one of disks on shared
+        # storage and one not. Both have taken their answer and wait for
+        # the network (nova asks neutron before it rebuilds) together, then
+        # both are inside spawn together; the shared one fails and is
+        # cleaned up while the other is still spawning, which fails next.
+        # Each cleanup must use its own instance's answer, not the other's
+        # nor none.
+        first, second = self._instance(), self.instance
+        shared = {first.uuid: True, second.uuid: False}
         self.mock_on_disk.side_effect = lambda inst: shared[inst.uuid]
-        self._fail_spawn()
+        in_network = {uuid: threading.Event() for uuid in shared}
+        in_spawn = {uuid: threading.Event() for uuid in shared}
+        first_cleaned = threading.Event()
+        # Whether the other evacuation had got as far while this one was
+        # waiting there.
+        overlapped = {}
+        destroyed = {}
 
-        self.assertRaises(SpawnFailed, self._rebuild, instance=other)
-        self.assertRaises(SpawnFailed, self._rebuild)
+        def other(instance):
+            return first if instance is second else second
 
-        self.assertEqual(
-            [False, True],
-            [c.kwargs['destroy_disks']
-             for c in self.mock_destroy.call_args_list])
+        def get_instance_nw_info(context, instance, **kwargs):
+            in_network[instance.uuid].set()
+            overlapped['network', instance.uuid] = in_network[
+                other(instance).uuid].wait(10)
+            return self.network_info
+
+        def spawn(context, instance, *args, **kwargs):
+            in_spawn[instance.uuid].set()
+            overlapped['spawn', instance.uuid] = in_spawn[
+                other(instance).uuid].wait(10)
+            if instance is second:
+                # Still spawning while the first evacuation is cleaned up.
+                overlapped['cleanup', instance.uuid] = first_cleaned.wait(10)
+            raise SpawnFailed(instance.uuid)
+
+        def destroy(context, instance, network_info, block_device_info,
+                    destroy_disks):
+            destroyed[instance.uuid] = destroy_disks
+            if instance is first:
+                first_cleaned.set()
+
+        self.compute.network_api.get_instance_nw_info.side_effect = (
+            get_instance_nw_info)
+        self.mock_spawn.side_effect = spawn
+        self.mock_destroy.side_effect = destroy
+        errors = {}
+
+        def evacuate(instance):
+            try:
+                self._rebuild(instance=instance)
+            except Exception as error:
+                errors[instance.uuid] = error
+
+        threads = [threading.Thread(target=evacuate, args=(instance,))
+                   for instance in (first, second)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+            self.assertFalse(thread.is_alive())
+
+        # The two really ran at once, as described above.
+        self.assertEqual({('network', first.uuid): True,
+                          ('network', second.uuid): True,
+                          ('spawn', first.uuid): True,
+                          ('spawn', second.uuid): True,
+                          ('cleanup', second.uuid): True}, overlapped)
+        # Each failed with its own spawn error...
+        self.assertEqual({uuid: 'SpawnFailed(%r)' % uuid for uuid in shared},
+                         {uuid: repr(error)
+                          for uuid, error in errors.items()})
+        # ... and was cleaned up once, its disks kept only if shared.
+        self.assertEqual(2, self.mock_destroy.call_count)
+        self.assertEqual({first.uuid: False, second.uuid: True}, destroyed)
         self.assertEqual({}, self.compute._evacuation_shared_storage)
 
 
