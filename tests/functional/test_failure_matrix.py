@@ -21,7 +21,9 @@ too, and whether the admin passed ``onSharedStorage`` (always the truth:
 nova refuses a wrong answer before spawning). After the failed evacuation:
 
 * the fault is the original spawn error, even when destroy failed;
-* no disk bytes are lost on shared storage (shared directory, RBD);
+* nothing the server has on shared storage is lost or changed: its
+  instance directory on a shared directory (a volume-backed server's too,
+  without a disk), its images in the RBD pool;
 * nothing of the server is left on the destination on non-shared storage
   and no guest on any storage, and placement holds nothing for it there;
 * the same evacuation then succeeds, on a fresh disk where the disk is the
@@ -49,6 +51,7 @@ them failing at different stages: the cleanup removes only the failed
 instances' guests and files; the others end ACTIVE with their disks intact.
 """
 
+import hashlib
 import os
 import random
 
@@ -113,6 +116,55 @@ class _MatrixTestCase(base.EvacuateTestCase):
         server = self.api.post_server({'server': server})
         return self._wait_for_state_change(server, 'ACTIVE')
 
+    def _shared_files(self, uuid):
+        """What the server has on storage the destination shares.
+
+        On ``shared`` that is its whole instance directory (every host's);
+        on ``rbd`` its images in the pool (the instance directories are
+        each host's own); on ``non-shared`` nothing.
+
+        :returns: a dict of the sha256 hex digest of each file keyed by its
+            path relative to the instance directory or the pool
+        """
+        if self.STORAGE == 'shared':
+            top = self.world.instance_dir(DEST, uuid)
+            paths = [os.path.join(dirpath, name)
+                     for dirpath, _dirnames, names in os.walk(top)
+                     for name in names]
+        elif self.STORAGE == 'rbd':
+            top = self.world.rbd_pool_path()
+            paths = [os.path.join(top, name)
+                     for name in (os.listdir(top) if os.path.isdir(top)
+                                  else ())
+                     if name.startswith(uuid)]
+        else:
+            return {}
+        digests = {}
+        for path in paths:
+            with open(path, 'rb') as f:
+                digests[os.path.relpath(path, top)] = hashlib.sha256(
+                    f.read()).hexdigest()
+        return digests
+
+    def assert_shared_files(self, uuid, volume_backed):
+        """Check what the source left on shared storage; return it.
+
+        A volume-backed server has no root disk, but on ``shared`` its
+        instance directory, with its ``console.log``, is on the shared
+        storage all the same. On ``rbd`` nothing of a volume-backed
+        server is in the pool: its disk is the volume.
+        """
+        files = self._shared_files(uuid)
+        if self.STORAGE == 'shared':
+            expected = {'console.log'} | (
+                set() if volume_backed else {'disk'})
+        elif self.STORAGE == 'rbd':
+            expected = set() if volume_backed else {'%s_disk' % uuid}
+        else:
+            expected = set()
+        self.assertEqual(expected, set(files))
+        return files
+
     def _kill(self, compute, host):
         compute.stop()
         service = self.admin_api.get_services(
@@ -165,10 +217,10 @@ class _FailureMatrix(object):
                        on_shared_storage):
         source, server = self._server_on_dead_source(volume_backed)
         uuid = server['id']
-        checksum = self.world.disk_checksum(DEST, uuid)
-        if self.shared and not volume_backed:
-            # The source wrote the disk on storage the destination shares.
-            self.assertIsNotNone(checksum)
+        # What the source wrote on storage the destination shares: for a
+        # volume-backed server on a shared directory, its instance
+        # directory without a disk.
+        shared_files = self.assert_shared_files(uuid, volume_backed)
         destroys = self.world.calls(DEST)['destroy']
         destroy_faults = self.world.fired(DEST, 'destroy')
         if destroy_fails:
@@ -187,9 +239,8 @@ class _FailureMatrix(object):
         self.assertEqual(destroys + 1, self.world.calls(DEST)['destroy'])
         self.assertEqual(destroy_faults + int(destroy_fails),
                          self.world.fired(DEST, 'destroy'))
-        # No disk bytes lost on shared storage.
-        if self.shared:
-            self.assertEqual(checksum, self.world.disk_checksum(DEST, uuid))
+        # No bytes lost on shared storage: the same files, unchanged.
+        self.assertEqual(shared_files, self._shared_files(uuid))
         # nova removed the destination allocation; nothing is orphaned.
         self.assertIsNone(self._dest_allocation(server))
         code, output = self._placement_audit()
@@ -218,7 +269,7 @@ class _FailureMatrix(object):
         self.assertEqual('running', self.world.domain_state(DEST, uuid))
         self.assertIsNotNone(self._dest_allocation(server))
         if self.shared:
-            self.assertEqual(checksum, self.world.disk_checksum(DEST, uuid))
+            self.assertEqual(shared_files, self._shared_files(uuid))
         elif not volume_backed:
             last_spawn = self.world.spawns(DEST, uuid)[-1]
             self.assertTrue(last_spawn.succeeded)
