@@ -40,12 +40,17 @@ not on shared storage; disks on a shared instance directory, RBD or volumes
 are never removed. The original spawn error is always the one reported.
 
 Disable this to keep nova's own behaviour, for example to keep a failed guest
-on this host to debug it.
+on this host to debug it. Disabled means hands off everywhere: an evacuation
+that fails or is interrupted while the cleanup is disabled records nothing
+the start-up sweep could act on, and while it is disabled the sweep only
+reports. Such a guest and its files stay on this host, through any number of
+restarts, until an operator removes them.
 
 Possible values:
 
 * True: destroy the guest of a failed evacuation (default).
-* False: leave the guest and its files, as nova does.
+* False: leave the guest and its files, as nova does; the start-up sweep
+  only reports.
 
 Related options:
 
@@ -57,13 +62,14 @@ Related options:
         'sweep_on_start',
         default='clean',
         choices=[
-            ('clean', 'Recover the evacuations to this host that its own '
-                      'death interrupted, and clean up their leftovers.'),
+            ('clean', 'End the evacuations to this host that its own death '
+                      'interrupted, when it can prove they are still what '
+                      'it left; report everything else.'),
             ('report', 'Log what ``clean`` would do; change nothing.'),
             ('off', 'Do not look for them.'),
         ],
         help="""
-Recover, when this compute service starts, evacuations its death interrupted.
+End, when this compute service starts, the evacuations its death interrupted.
 
 When this host's nova-compute dies (host reboot, OOM kill, ``kill -9``) while
 an instance is being evacuated to it, no exception handler runs: the instance
@@ -71,25 +77,33 @@ stays in a rebuild task state on its source host, the migration stays
 ``pre-migrating`` (or is marked ``completed`` by a source that came back
 first), and this host keeps the guest, its disks and its placement
 allocation. nova's own start-up checks only look at instances whose host is
-this host, so nothing ever recovers them.
+this host, so nothing ever ends that evacuation.
 
-With ``clean``, right after nova's own start-up checks and before this host
-accepts requests, the evacuations to this host that it interrupted are ended
-as nova would have ended them had spawn failed: the guest here is destroyed
-(its disks only when the storage was found, before spawn, not to be shared),
-this host's allocation is removed, the instance goes to ERROR with no task
-state and the migration to ``failed``. Leftovers of evacuations to this host
-that already failed, and stale records of interrupted evacuations of
-instances that have moved on, are cleaned up as well. Nothing is done to an
-instance whose host is this host, nor to an evacuation in progress to
-another host. ``nova-evac-cleanup audit`` shows the same on demand.
+Every evacuation to this host leaves a journal entry in ``journal_path`` while
+it runs. With ``clean``, right after nova's own start-up checks and before
+this host accepts requests, each entry left by a dead process is examined
+again and acted on only if the instance's state still names that evacuation:
+its migration context names the migration, it is still in the evacuation's
+rebuild task state, no other migration of it is in progress and none is
+newer. It is then ended as nova ends an evacuation whose spawn raised: the
+instance goes to ERROR with no task state (a compare-and-swap on the task
+state), a ``pre-migrating`` migration to ``failed`` (a ``completed`` one is
+never rewritten), the guest here is destroyed, this host's allocation is
+removed. Disks are removed only when the evacuation created the instance
+directory itself, found before spawn that the files are not on shared
+storage, and the directory still carries its ownership marker on the same
+filesystem. Anything else (a state reset by an operator, a newer or running
+operation, leftovers of evacuations that failed, guests of instances hosted
+elsewhere) is only reported, with the commands to end it by hand.
+``nova-evac-cleanup audit`` shows the same on demand.
 
-Choose ``report`` to review what would be done first, in the log, or ``off``
-to keep nova's behaviour.
+With ``[evacuate_cleanup] enabled = False`` the sweep only reports, whatever
+this option says.
 
 Possible values:
 
-* clean: recover and clean up (default).
+* clean: end what can be proven to be this host's, report the rest
+  (default).
 * report: log what would be done, change nothing.
 * off: do nothing.
 
@@ -97,6 +111,27 @@ Related options:
 
 * ``[evacuate_cleanup] enabled``: the cleanup when spawn fails in the
   process, which this option completes for a process that died.
+* ``[evacuate_cleanup] journal_path``: where the journal is kept.
+* ``[oslo_concurrency] lock_path``: where nova-compute holds the lock that
+  keeps ``nova-evac-cleanup audit --delete`` away while it runs.
+"""),
+    cfg.StrOpt(
+        'journal_path',
+        default='$state_path/evacuate_cleanup',
+        sample_default='$state_path/evacuate_cleanup',
+        help="""
+Where this host journals the evacuations it runs, on its local disk.
+
+An entry is written before an evacuation to this host spawns the guest and
+removed when nova's rebuild code returns or raises, so an entry found at
+start-up is an evacuation this host's death interrupted: the proof the
+start-up sweep and ``audit --delete`` need before they act. It must be on
+storage local to this host, never on a shared instances path.
+
+Related options:
+
+* ``[evacuate_cleanup] sweep_on_start``
+* ``[DEFAULT] state_path``
 """),
 ]
 

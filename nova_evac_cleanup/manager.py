@@ -37,6 +37,9 @@ from oslo_log import log as logging
 from oslo_utils import excutils
 
 from nova_evac_cleanup import conf
+from nova_evac_cleanup import host_lock
+from nova_evac_cleanup import journal
+from nova_evac_cleanup import nova_support
 from nova_evac_cleanup import recovery
 from nova_evac_cleanup import spawn_failure
 
@@ -54,6 +57,65 @@ def nova_has_the_fix():
     """
     return 'on_shared_storage' in inspect.signature(
         nova_manager.ComputeManager._rebuild_default_impl).parameters
+
+
+class _Evacuation(object):
+    """One evacuation running on this host: what the cleanup needs."""
+
+    def __init__(self, shared_storage):
+        #: True, False or None (unknown), found before spawn
+        self.shared_storage = shared_storage
+        #: the journal entry, None if it could not be written
+        self.entry = None
+
+    def journal(self, host, instance, migration):
+        """Journal the evacuation; a failure to do so never fails it."""
+        if migration is None or not migration.obj_attr_is_set('uuid'):
+            return
+        entry = journal.Entry(host, instance.uuid, migration.uuid,
+                              migration.id, self.shared_storage)
+        try:
+            journal.write(entry)
+        except OSError:
+            LOG.exception('Could not journal evacuation %s: should this '
+                          'process die during it, the start-up sweep will '
+                          'only report it', migration.uuid, instance=instance)
+            return
+        self.entry = entry
+
+    def claim_directory(self, instance):
+        """Create and mark the instance directory, just before spawn.
+
+        Only when the files were found not to be on shared storage: the
+        marker is the start-up sweep's proof that the directory is this
+        evacuation's to delete.
+        """
+        if self.entry is None or self.shared_storage is not False:
+            return
+        try:
+            journal.claim_directory(self.entry, instance)
+        except OSError:
+            LOG.exception('Could not mark the instance directory of '
+                          'evacuation %s: should this process die during it, '
+                          'the start-up sweep will keep its disks',
+                          self.entry.migration_uuid, instance=instance)
+
+    def forget(self, spawned):
+        """nova's rebuild code returned or raised: nothing left to journal.
+
+        :param spawned: whether it returned; the directory is then the
+            instance's own and loses its marker. Otherwise an empty
+            directory it created is removed.
+        """
+        if self.entry is None:
+            return
+        if spawned:
+            journal.release_directory(self.entry)
+        else:
+            # A failure before spawn leaves the directory as it was made;
+            # left there, it would pass for shared storage next time.
+            journal.abandon_directory(self.entry)
+        journal.remove(self.entry)
 
 
 class EvacuateCleanupMixin(object):
@@ -82,26 +144,42 @@ class EvacuateCleanupMixin(object):
                 'evacuation (the nova-evac-cleanup patch series is '
                 'applied): run nova-compute, not the nova-evac-cleanup '
                 'compute manager.')
+        # Refuse a nova whose methods this class overrides have changed.
+        nova_support.check()
         super().__init__(*args, **kwargs)
-        # The shared-storage answer of each evacuation running on this host,
-        # by instance uuid. nova never runs two rebuilds of one instance on
-        # one host at once (the API sets the task state), so the uuid is a
-        # safe key for concurrent evacuations.
-        self._evacuation_shared_storage = {}
+        # The evacuations running on this host, by instance uuid: the
+        # shared-storage answer and the journal entry. nova never runs two
+        # rebuilds of one instance on one host at once (the API sets the
+        # task state), so the uuid is a safe key for concurrent
+        # evacuations.
+        self._evacuations = {}
 
     def init_host(self, service_ref):
-        """Start like nova, then recover evacuations this host's death cut.
+        """Start like nova, then end evacuations this host's death cut.
 
-        After nova's own start-up, and before this host accepts requests,
-        ``[evacuate_cleanup] sweep_on_start`` decides what happens to the
-        evacuations to this host that no exception handler saw fail: see
-        :mod:`nova_evac_cleanup.recovery`.
+        The host's lock is taken first and held for the life of the
+        process, so that ``nova-evac-cleanup audit --delete`` never acts
+        while this service runs. After nova's own start-up, and before this
+        host accepts requests, ``[evacuate_cleanup] sweep_on_start`` decides
+        what happens to the evacuations this host journaled and did not
+        finish: see :mod:`nova_evac_cleanup.recovery`.
         """
+        try:
+            host_lock.acquire(self.host, blocking=True)
+        except host_lock.HostLockHeld as error:
+            LOG.warning('%s; nova-evac-cleanup audit --delete will refuse '
+                        'to run on this host', error)
         super().init_host(service_ref)
         if (CONF.evacuate_cleanup.sweep_on_start != 'off' and
                 self.driver.capabilities.get('supports_evacuate', False)):
             recovery.sweep(self, nova_context.get_admin_context(),
                            CONF.evacuate_cleanup.sweep_on_start)
+
+    def cleanup_host(self):
+        try:
+            super().cleanup_host()
+        finally:
+            host_lock.release(self.host)
 
     def _do_rebuild_instance(
             self, context, instance, orig_image_ref, image_meta,
@@ -117,26 +195,38 @@ class EvacuateCleanupMixin(object):
         ``driver.instance_on_disk``, or that driver call's answer. Spawn
         then creates the instance directory, after which the same driver
         call would answer True on any storage, so the answer is taken now.
+
+        The evacuation is journaled on this host until nova's code returns
+        or raises: an entry left behind is what the start-up sweep may act
+        on. With the cleanup disabled nothing is journaled.
         """
+        evacuation = None
         if evacuate and CONF.evacuate_cleanup.enabled:
-            shared = self._shared_storage_before_spawn(
-                instance, on_shared_storage)
-            self._evacuation_shared_storage[instance.uuid] = shared
-            # Saved by nova with the task state, before spawn, for the
-            # start-up sweep should this process die during the spawn. With
-            # the cleanup disabled nothing is recorded and the sweep keeps
-            # the disks.
-            recovery.record_shared_storage(instance, migration, shared)
+            evacuation = _Evacuation(self._shared_storage_before_spawn(
+                instance, on_shared_storage))
+            evacuation.journal(self.host, instance, migration)
+            self._evacuations[instance.uuid] = evacuation
         try:
-            return super()._do_rebuild_instance(
+            result = super()._do_rebuild_instance(
                 context, instance, orig_image_ref, image_meta,
                 injected_files, new_pass, orig_sys_metadata, bdms, evacuate,
                 on_shared_storage, preserve_ephemeral, migration,
                 request_spec, allocations,
                 request_group_resource_providers_mapping, accel_uuids,
                 reimage_boot_volume, target_state)
-        finally:
-            self._evacuation_shared_storage.pop(instance.uuid, None)
+        except Exception:
+            # nova's handlers end the evacuation: nothing for the sweep.
+            # Not on a BaseException (the process going down), which leaves
+            # the entry for the next start.
+            if evacuation is not None:
+                with excutils.save_and_reraise_exception():
+                    self._evacuations.pop(instance.uuid, None)
+                    evacuation.forget(spawned=False)
+            raise
+        if evacuation is not None:
+            self._evacuations.pop(instance.uuid, None)
+            evacuation.forget(spawned=True)
+        return result
 
     def _shared_storage_before_spawn(self, instance, on_shared_storage):
         """Return nova's answer to "are the instance files shared?".
@@ -168,7 +258,9 @@ class EvacuateCleanupMixin(object):
             block_device_info=None, preserve_ephemeral=False,
             accel_uuids=None, reimage_boot_volume=False):
         """Run nova's default rebuild; destroy the guest if spawn failed."""
-        on_shared_storage = self._evacuation_shared_storage.get(instance.uuid)
+        evacuation = self._evacuations.get(instance.uuid)
+        on_shared_storage = (
+            evacuation.shared_storage if evacuation is not None else None)
         cleanup = evacuate and CONF.evacuate_cleanup.enabled
         # The block device info spawn is given is what attach returns on this
         # host; keep it so destroy disconnects the same volumes.
@@ -177,6 +269,9 @@ class EvacuateCleanupMixin(object):
         def attach_and_remember(*args, **kwargs):
             block_device_info = attach_block_devices(*args, **kwargs)
             attached.append(block_device_info)
+            # The last step before nova saves the task state and spawns.
+            if evacuation is not None:
+                evacuation.claim_directory(instance)
             return block_device_info
 
         try:

@@ -12,65 +12,44 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""Recover evacuations to this host that this host's death interrupted.
+"""End evacuations to this host that this host's death interrupted.
 
 When the destination's nova-compute dies in the middle of an evacuation no
 exception handler runs. The instance stays in a rebuild task state on its
 source host, the migration stays ``pre-migrating`` (or a source that came
-back first marks it ``completed``: ``_destroy_evacuated_instances`` takes it
-for done), and the destination keeps the guest, the instance files and its
-placement allocation. nova's start-up checks only look at instances whose
-host is the starting host, so nothing ever ends that evacuation.
+back first marks it ``completed``), and the destination keeps the guest,
+the instance files and its placement allocation.
 
-:func:`find` looks, for one host, at the evacuation migration records whose
-destination is that host and sorts them, one instance at a time, by what
-the newest evacuation of the instance says:
+The rule here is *when in doubt, report and keep*: nothing is changed
+without proof, taken at the moment of acting, that it belongs to the
+interrupted evacuation and to nothing else.
 
-:data:`INTERRUPTED`
-    the instance's current evacuation is to this host, it was claimed here
-    (``pre-migrating``, or ``completed`` by its source) and the instance is
-    still in a rebuild task state on another host. It is ended as nova ends
-    an evacuation whose spawn raised: guest destroyed here, this host's
-    allocation removed, instance ERROR with no task state, migration
-    ``failed``.
-:data:`RESET`
-    the same, but an operator already reset the instance's state: its state
-    is kept, the rest is done.
-:data:`FAILED`
-    the evacuation failed already but left a guest, files or an allocation
-    here: those are removed.
-:data:`STALE`
-    the record of an interrupted evacuation (``accepted`` or
-    ``pre-migrating``) of an instance that has moved on: it is closed as
-    ``failed`` so that no resource tracker counts it, and what it left here
-    is removed.
-:data:`QUEUED` and :data:`ELSEWHERE`
-    only reported: the evacuation was never claimed here (its request may
-    still be queued for this host), or another evacuation of the instance is
-    in progress to another host.
-
-An instance whose host is this host is never touched.
-
-Disks are removed only when the storage is *known* not to be shared with
-the instance's host: the evacuating compute records, before spawn, whether
-the instance files were on shared storage (:func:`record_shared_storage`),
-for the migration it ran and so against that migration's source host. When
-there is no record, or the instance is now on another host, the disks are
-kept and the report says so; a leftover directory is never taken as proof of
-anything. A source that came back first (``completed``) keeps its own disks:
-nova's ``_destroy_evacuated_instances`` only removes them once it has
-confirmed, by asking this host, that the storage is not shared, and this
-host does not answer before this sweep has closed the evacuation. So the
-copy removed here, made from the image for the evacuation, is never the
-last one.
+* Only evacuations that left a :mod:`~nova_evac_cleanup.journal` entry on
+  this host are candidates: an entry exists only while this host runs the
+  evacuation, so one found at start-up is an evacuation its death cut. Old
+  migration records, however many, are never read by the sweep.
+* :func:`classify` then requires the instance's current state to still name
+  that evacuation: not hosted here, its migration context naming the
+  migration, its task state one of the evacuation's rebuild states, the
+  migration ``pre-migrating`` or ``completed`` and the instance's newest
+  move, and no other migration of the instance in progress.
+  Only such a finding is :data:`INTERRUPTED`; every other kind is reported
+  with the commands an operator would run, and kept.
+* :func:`recover` reads and classifies the finding again right before it
+  acts, then writes the instance with a compare-and-swap on the task state
+  it classified, before anything else is touched. It never rewrites a
+  ``completed`` migration, and removes disks only if
+  :func:`~nova_evac_cleanup.journal.owns_directory` proves the instance
+  directory is the evacuation's own at that moment.
+* Allocations are not healed here: a simplified copy of ``nova-manage
+  placement heal_allocations`` would miss port resource requests and PCI
+  devices, so the exact command is reported instead.
 
 The same code serves the start-up sweep of
 :class:`nova_evac_cleanup.manager.EvacuateCleanupMixin` and the
 ``nova-evac-cleanup audit`` command; both pass a compute manager, whose
 ``host``, ``driver`` and ``reportclient`` are used.
 """
-
-import os
 
 from nova.compute import power_state
 from nova.compute import task_states
@@ -79,33 +58,33 @@ from nova.compute import vm_states
 from nova import exception
 from nova import objects
 from nova.objects import fields
-from nova.scheduler import utils as scheduler_utils
 from oslo_config import cfg
 from oslo_log import log as logging
+
+from nova_evac_cleanup import journal
 
 CONF = cfg.CONF
 LOG = logging.getLogger(__name__)
 
-#: The system metadata key holding, for the evacuation a compute ran, what
-#: it found before spawn: ``<migration uuid>:<shared|not-shared|unknown>``.
-SHARED_STORAGE_KEY = 'evacuate_cleanup_shared_storage'
-
+#: The only kind that is acted on.
 INTERRUPTED = 'interrupted'
+#: Reported and kept.
 RESET = 'interrupted-reset'
+MOVED_ON = 'moved-on'
+IN_PROGRESS = 'other-operation-in-progress'
+NOT_CLAIMED = 'not-claimed'
 FAILED = 'failed-leftover'
-STALE = 'stale-record'
-QUEUED = 'not-claimed'
-ELSEWHERE = 'in-progress-elsewhere'
-
-#: The kinds :func:`recover` acts on.
-ACTIONABLE = (INTERRUPTED, RESET, FAILED, STALE)
+DELETED = 'instance-deleted'
+LIVES_HERE = 'lives-here'
+FOREIGN_GUEST = 'foreign-guest'
+UNJOURNALED = 'unjournaled'
 
 _EVACUATION = fields.MigrationType.EVACUATION
-_OPEN = ('accepted', 'pre-migrating')
-_CANDIDATE_STATUSES = ['accepted', 'pre-migrating', 'completed', 'failed']
-_INSTANCE_ATTRS = ['info_cache', 'system_metadata', 'flavor',
-                   'migration_context']
-_STORAGE_VALUES = {True: 'shared', False: 'not-shared', None: 'unknown'}
+#: Statuses of a migration that is over, whatever its type.
+_OVER = frozenset(['confirmed', 'reverted', 'error', 'failed', 'completed',
+                   'cancelled', 'done'])
+_CLAIMED = ('pre-migrating', 'completed')
+_INSTANCE_ATTRS = ['info_cache', 'flavor', 'migration_context']
 
 
 class EvacuationInterrupted(exception.NovaException):
@@ -114,57 +93,131 @@ class EvacuationInterrupted(exception.NovaException):
                'there was cleaned up when it started again.')
 
 
-# The decision recorded before spawn.
+class Finding(object):
+    """One evacuation to this host to report on, or to end."""
 
-def record_shared_storage(instance, migration, on_shared_storage):
-    """Record in the instance whether its files were on shared storage.
+    def __init__(self, host, instance_uuid, entry=None, migration=None):
+        self.host = host
+        self.instance_uuid = instance_uuid
+        #: the journal entry, None for what only the database shows
+        self.entry = entry
+        self.migration = migration
+        self.instance = None
+        self.moves = []
+        self.kind = None
+        self.reason = ''
+        self.guest = None
+        self.files = {}
+        self.allocation_here = {}
+        self.owns_directory = False
+        self.disks = ''
+        self.actions = []
+        self.commands = []
+        self.done = []
+        self.errors = []
+        #: whether :func:`recover` ended the evacuation
+        self.ended = False
 
-    Only sets the system metadata key: nova saves the instance right after,
-    before spawning, so recording costs no database call.
+    @property
+    def migration_uuid(self):
+        if self.migration is not None:
+            return self.migration.uuid
+        return self.entry.migration_uuid if self.entry else None
 
-    :param on_shared_storage: True, False or None (unknown)
+    def left_here(self):
+        """Whether anything of it is on this host."""
+        return bool(self.guest or self.files or self.allocation_here)
+
+    def as_dict(self):
+        instance, migration = self.instance, self.migration
+        return {
+            'instance': self.instance_uuid,
+            'kind': self.kind,
+            'reason': self.reason,
+            'journaled': self.entry is not None,
+            'instance_exists': bool(instance and not instance.deleted),
+            'instance_host': instance.host if instance else None,
+            'vm_state': instance.vm_state if instance else None,
+            'task_state': instance.task_state if instance else None,
+            'migration': self.migration_uuid,
+            'migration_status': migration.status if migration else None,
+            'source_compute': migration.source_compute if migration else None,
+            'guest': self.guest,
+            'files': self.files,
+            'allocation_here': self.allocation_here,
+            'disks': self.disks,
+            'actions': self.actions,
+            'commands': self.commands,
+            'done': self.done,
+            'errors': self.errors,
+            'ended': self.ended,
+        }
+
+
+# Reading.
+
+def _load(context, finding):
+    """Read the instance, the migration and the instance's moves anew."""
+    try:
+        finding.instance = objects.Instance.get_by_uuid(
+            context, finding.instance_uuid, expected_attrs=_INSTANCE_ATTRS)
+    except exception.InstanceNotFound:
+        finding.instance = None
+    if finding.entry is not None:
+        try:
+            finding.migration = objects.Migration.get_by_id(
+                context, finding.entry.migration_id)
+        except exception.MigrationNotFound:
+            finding.migration = None
+    elif finding.migration is not None:
+        finding.migration = objects.Migration.get_by_id(
+            context, finding.migration.id)
+    finding.moves = list(objects.MigrationList.get_by_filters(
+        context, {'instance_uuid': finding.instance_uuid},
+        sort_keys=['created_at', 'id'], sort_dirs=['desc', 'desc']))
+
+
+def classify(host, instance, migration, moves):
+    """Whether the instance's state still names the evacuation to ``host``.
+
+    :param moves: every migration record of the instance, of any type,
+        newest first
+    :returns: ``(kind, reason)``; the kind is :data:`INTERRUPTED` only when
+        the evacuation may be ended
     """
-    if migration is None or not migration.obj_attr_is_set('uuid'):
-        return
-    instance.system_metadata[SHARED_STORAGE_KEY] = '%s:%s' % (
-        migration.uuid, _STORAGE_VALUES[on_shared_storage])
-
-
-def recorded_shared_storage(instance, migration):
-    """What the compute running ``migration`` found before spawn.
-
-    :returns: True, False, or None when nothing was recorded for that
-        migration
-    """
-    value = (instance.system_metadata or {}).get(SHARED_STORAGE_KEY) or ''
-    uuid, _, answer = value.partition(':')
-    if uuid != migration.uuid:
-        return None
-    return {'shared': True, 'not-shared': False}.get(answer)
-
-
-# What is on this host.
-
-def instance_path(manager, instance):
-    """The instance directory on this host, in the libvirt layout.
-
-    nova's libvirt driver keeps an instance's files in
-    ``[DEFAULT] instances_path/<uuid>``; the tests replace this function.
-    """
-    return os.path.join(CONF.instances_path, instance.uuid)
-
-
-def _files(manager, instance):
-    top = instance_path(manager, instance)
-    result = {}
-    for dirpath, _dirnames, filenames in os.walk(top):
-        for name in filenames:
-            path = os.path.join(dirpath, name)
-            try:
-                result[path] = os.path.getsize(path)
-            except OSError:
-                pass
-    return result
+    if instance is None or instance.deleted:
+        return DELETED, 'the instance was deleted'
+    if instance.host == host:
+        return LIVES_HERE, 'the instance is hosted here'
+    busy = [m for m in moves if m.status not in _OVER and (
+        migration is None or m.id != migration.id)]
+    if busy:
+        return IN_PROGRESS, 'migration %s (%s, %s) of the instance is in ' \
+            'progress' % (busy[0].uuid, busy[0].migration_type,
+                          busy[0].status)
+    if migration is None:
+        return FOREIGN_GUEST, ('the instance is hosted on %s and no '
+                               'evacuation of it to this host is known' %
+                               instance.host)
+    newest = moves[0] if moves else None
+    if newest is None or newest.id != migration.id:
+        return MOVED_ON, (
+            'migration %s (%s, %s) of the instance is newer' % (
+                newest.uuid, newest.migration_type, newest.status)
+            if newest is not None else 'no migration of the instance is known')
+    if migration.status == 'failed':
+        return FAILED, 'the evacuation failed and its handler ran'
+    if migration.status not in _CLAIMED:
+        return NOT_CLAIMED, 'the migration is %s' % migration.status
+    context = instance.migration_context
+    if context is None or context.migration_id != migration.id:
+        return NOT_CLAIMED, ("the instance's migration context does not "
+                             "name the migration")
+    if instance.task_state not in task_states.rebuild_states:
+        return RESET, ('the instance is in task state %s, not the '
+                       'evacuation\'s (reset by an operator?)' %
+                       instance.task_state)
+    return INTERRUPTED, 'this host died while running the evacuation'
 
 
 def _guest(manager, instance):
@@ -179,8 +232,15 @@ def _guest(manager, instance):
 
 
 def _nodes(manager, context):
-    """The compute node uuids of this host."""
-    return list(manager._get_nodes(context))
+    """The compute node uuids of this host, from the database.
+
+    Not from the driver, which would need its ``init_host`` first.
+    """
+    try:
+        return [node.uuid for node in objects.ComputeNodeList.get_all_by_host(
+            context, manager.host)]
+    except exception.ComputeHostNotFound:
+        return []
 
 
 def _allocations(manager, context, uuid):
@@ -188,362 +248,352 @@ def _allocations(manager, context, uuid):
         context, uuid).get('allocations') or {}
 
 
+def _describe(manager, context, finding, nodes):
+    """Fill in what is on this host and what would be done about it.
+
+    Reads only: the hypervisor, one listing of the instance directory and
+    placement.
+    """
+    instance = finding.instance
+    finding.kind, finding.reason = classify(
+        finding.host, instance, finding.migration, finding.moves)
+    finding.actions, finding.commands = [], []
+    if instance is None:
+        return
+    finding.guest = _guest(manager, instance)
+    path = journal.instance_path(finding.host, instance)
+    finding.files = {
+        '%s/%s' % (path, name): size for name, size in
+        journal.directory_contents(path).items()}
+    finding.allocation_here = {
+        rp: alloc.get('resources', {}) for rp, alloc in
+        _allocations(manager, context, instance.uuid).items() if rp in nodes}
+    if finding.entry is not None:
+        finding.owns_directory, why = journal.owns_directory(
+            finding.entry, instance)
+    else:
+        why = 'no journal entry: this host did not record the evacuation'
+    finding.disks = (
+        'remove: the evacuation created %s, not on shared storage' % path
+        if finding.owns_directory else 'keep: %s' % why)
+    if finding.kind == INTERRUPTED:
+        finding.actions = [
+            'set the instance to ERROR with no task state (if still %s)' %
+            instance.task_state]
+        if finding.migration.status == 'pre-migrating':
+            finding.actions.append('set migration %s to failed' %
+                                   finding.migration.uuid)
+        finding.actions.append('destroy the guest on %s and %s' % (
+            finding.host, 'remove its disks' if finding.owns_directory
+            else 'keep its disks'))
+        if finding.allocation_here:
+            finding.actions.append('remove the allocation against %s' %
+                                   finding.host)
+        return
+    finding.commands = _commands(finding)
+
+
+def _commands(finding):
+    """What an operator would run to end a finding that is only reported."""
+    instance = finding.instance
+    if finding.kind in (IN_PROGRESS, LIVES_HERE, DELETED) or (
+            not finding.left_here()):
+        return []
+    commands = []
+    if finding.guest:
+        commands.append('virsh destroy %s; virsh undefine --nvram %s' % (
+            instance.name, instance.name))
+    if finding.files:
+        path = journal.instance_path(finding.host, instance)
+        commands.append(
+            'rm -rf %s  # only after checking it is not on storage shared '
+            'with %s: it may be the only copy of the disks' % (
+                path, instance.host))
+    for rp in sorted(finding.allocation_here):
+        commands.append(
+            'openstack --os-placement-api-version 1.12 resource provider '
+            'allocation unset --provider %s %s' % (rp, instance.uuid))
+    if finding.kind == INTERRUPTED or (
+            instance.task_state in task_states.rebuild_states):
+        commands.append('openstack server set --state error %s' %
+                        instance.uuid)
+    return commands
+
+
 # Finding.
 
-class Finding(object):
-    """One instance with an evacuation to this host to deal with."""
-
-    def __init__(self, kind, instance, migration, stale=()):
-        self.kind = kind
-        self.instance = instance
-        self.migration = migration
-        #: older open evacuation records of the instance to this host
-        self.stale = list(stale)
-        self.guest = None
-        self.files = {}
-        self.allocation_here = {}
-        self.allocations_elsewhere = []
-        self.destroy_disks = False
-        self.disks = ''
-        self.actions = []
-        self.done = []
-        self.notes = []
-        self.errors = []
-
-    @property
-    def uuid(self):
-        return self.migration.instance_uuid
-
-    def as_dict(self):
-        instance = self.instance
-        return {
-            'instance': self.uuid,
-            'kind': self.kind,
-            'instance_exists': instance is not None,
-            'instance_host': instance.host if instance else None,
-            'vm_state': instance.vm_state if instance else None,
-            'task_state': instance.task_state if instance else None,
-            'migration': self.migration.uuid,
-            'migration_status': self.migration.status,
-            'source_compute': self.migration.source_compute,
-            'stale_migrations': [m.uuid for m in self.stale],
-            'guest': self.guest,
-            'files': self.files,
-            'allocation_here': self.allocation_here,
-            'allocations_elsewhere': self.allocations_elsewhere,
-            'disks': self.disks,
-            'actions': self.actions,
-            'done': self.done,
-            'notes': self.notes,
-            'errors': self.errors,
-        }
-
-
-def _latest_evacuation(context, instance_uuid):
-    migrations = objects.MigrationList.get_by_filters(
-        context, {'instance_uuid': instance_uuid,
-                  'migration_type': _EVACUATION},
-        sort_keys=['created_at', 'id'], sort_dirs=['desc', 'desc'], limit=1)
-    return migrations[0] if migrations else None
-
-
-def _claimed_here(instance, migration):
-    """Whether the claim of this host for ``migration`` is still current."""
-    context = instance.migration_context
-    if context is not None:
-        return context.migration_id == migration.id
-    return migration.status in ('pre-migrating', 'completed')
-
-
-def _classify(host, instance, latest, ours):
-    """The kind of the instance's newest evacuation to this host."""
-    if latest is None or latest.id != ours.id:
-        if latest is not None and latest.status in _OPEN:
-            return ELSEWHERE
-        return STALE
-    rebuilding = instance.task_state in task_states.rebuild_states
-    if ours.status == 'failed':
-        return FAILED
-    if ours.status == 'accepted' and not (
-            instance.migration_context is not None and
-            instance.migration_context.migration_id == ours.id):
-        # Never claimed here: nova may still deliver the request.
-        return QUEUED if rebuilding else STALE
-    if rebuilding and _claimed_here(instance, ours):
-        return INTERRUPTED
-    return RESET
-
-
-def find(manager, context):
-    """Find the evacuations to this host to deal with.
-
-    :returns: a list of :class:`Finding`, one per instance, described
-        (guest, files, allocations, what :func:`recover` would do)
-    """
-    host = manager.host
-    migrations = objects.MigrationList.get_by_filters(
-        context, {'host': host, 'migration_type': _EVACUATION,
-                  'status': _CANDIDATE_STATUSES},
-        sort_keys=['created_at', 'id'], sort_dirs=['desc', 'desc'])
-    by_instance = {}
-    for migration in migrations:
-        if migration.dest_compute == host:
-            by_instance.setdefault(migration.instance_uuid, []).append(
-                migration)
-    nodes = None
-    findings = []
-    for uuid, ours in by_instance.items():
-        try:
-            instance = objects.Instance.get_by_uuid(
-                context, uuid, expected_attrs=_INSTANCE_ATTRS)
-        except exception.InstanceNotFound:
-            instance = None
-        if instance is not None and instance.host == host:
-            LOG.debug('Evacuation %s to this host: the instance lives here, '
-                      'nothing to do', ours[0].uuid, instance=instance)
-            continue
-        newest = ours[0]
-        stale = [m for m in ours[1:] if m.status in _OPEN]
-        if instance is None:
-            open_ = [m for m in ours if m.status in _OPEN]
-            if open_:
-                finding = Finding(STALE, None, open_[0], open_[1:])
-                finding.actions = [
-                    'set migration %s (%s) of the deleted instance to failed'
-                    % (m.uuid, m.status) for m in open_]
-                findings.append(finding)
-            continue
-        kind = _classify(host, instance, _latest_evacuation(context, uuid),
-                         newest)
-        if kind == STALE and newest.status not in _OPEN:
-            # Nothing open to close; what it left is looked at below.
-            kind = FAILED if newest.status == 'failed' else STALE
-        finding = Finding(kind, instance, newest, stale)
-        if nodes is None:
-            nodes = _nodes(manager, context)
-        _describe(manager, context, finding, nodes)
-        if finding.actions or kind in (QUEUED, ELSEWHERE):
-            findings.append(finding)
-    return findings
-
-
-def _describe(manager, context, finding, nodes):
-    """Fill in what is here and what :func:`recover` would do."""
-    instance, migration = finding.instance, finding.migration
-    finding.guest = _guest(manager, instance)
-    finding.files = _files(manager, instance)
-    allocations = _allocations(manager, context, instance.uuid)
-    finding.allocation_here = {
-        rp: alloc.get('resources', {}) for rp, alloc in allocations.items()
-        if rp in nodes}
-    finding.allocations_elsewhere = sorted(
-        rp for rp in allocations if rp not in nodes)
-
-    shared = recorded_shared_storage(instance, migration)
-    if instance.host != migration.source_compute:
-        # The record is about the source; ask the instance's host now, as
-        # nova's _destroy_evacuated_instances does. Any failure says shared.
-        if finding.guest or finding.files:
-            finding.destroy_disks = not manager._is_instance_storage_shared(
-                context, instance, host=instance.host)
-        finding.disks = ('%s: %s on storage shared with %s (asked it)' % (
-            'remove' if finding.destroy_disks else 'keep',
-            'not' if finding.destroy_disks else 'maybe', instance.host))
-    elif shared is False:
-        finding.destroy_disks = True
-        finding.disks = 'remove: not on shared storage (checked before spawn)'
-    elif shared:
-        finding.disks = 'keep: on shared storage (checked before spawn)'
-    else:
-        finding.disks = ('keep: unknown whether they are on shared storage '
-                         '(nothing recorded before spawn)')
-
-    if finding.kind in (QUEUED, ELSEWHERE):
-        return
-    actions = finding.actions
-    # A failed evacuation's files on storage shared with the instance are
-    # the instance's own: only a guest, or files known to be this host's,
-    # are leftovers.
-    leftover_files = bool(finding.files) and finding.destroy_disks
-    if (finding.kind in (INTERRUPTED, RESET) or finding.guest or
-            leftover_files):
-        actions.append('destroy the guest on %s and %s' % (
-            manager.host, 'remove its disks' if finding.destroy_disks
-            else 'keep its disks'))
-    if finding.allocation_here:
-        actions.append('remove the allocation against %s' % manager.host)
-    if finding.kind == INTERRUPTED:
-        actions.append('set the instance to ERROR with no task state')
-    if finding.kind in (INTERRUPTED, RESET, STALE) and (
-            migration.status != 'failed'):
-        actions.append('set migration %s (%s) to failed' % (
-            migration.uuid, migration.status))
-    for stale in finding.stale:
-        actions.append('set stale migration %s (%s) to failed' % (
-            stale.uuid, stale.status))
-    if not finding.allocations_elsewhere:
-        actions.append('heal the allocation against %s if nova allows' %
-                       instance.node)
-
-
-# Recovering.
-
-def recover(manager, context, finding):
-    """End one evacuation as nova would have had spawn raised here.
-
-    Every step is tried; their errors are logged and kept in
-    ``finding.errors``.
-    """
-    instance, migration = finding.instance, finding.migration
-    if finding.kind not in ACTIONABLE:
-        return finding
-    steps = []
-    if instance is not None:
-        if any(a.startswith('destroy') for a in finding.actions):
-            steps.append(('destroy', _destroy))
-        if finding.allocation_here:
-            steps.append(('deallocate', _deallocate))
-        if finding.kind == INTERRUPTED:
-            steps.append(('error', _error_instance))
-    if finding.kind in (INTERRUPTED, RESET, STALE):
-        steps.append(('fail-migration', _fail_migration))
-    steps.append(('close-stale', _close_stale))
-    if instance is not None:
-        steps.append(('heal', _heal))
-    for name, step in steps:
-        try:
-            step(manager, context, finding)
-        except Exception as error:
-            LOG.exception('Recovering evacuation %s to %s: %s failed',
-                          migration.uuid, manager.host, name,
-                          instance=instance)
-            finding.errors.append('%s: %s' % (name, error))
+def _examine_entry(manager, context, entry, nodes):
+    finding = Finding(manager.host, entry.instance_uuid, entry=entry)
+    _load(context, finding)
+    _describe(manager, context, finding, nodes)
     return finding
 
 
-def _destroy(manager, context, finding):
-    instance = finding.instance
+def _foreign_guests(manager, context, known):
+    """Guests on this hypervisor of instances hosted elsewhere.
+
+    nova's start-up destroys the guests of instances evacuated from this
+    host; the guest of an evacuation to this host that failed and kept it
+    (the cleanup disabled, or its destroy failed) is left, and reported.
+    Costs one hypervisor listing and one query, whatever the history.
+
+    :param known: instance uuids already examined
+    :returns: a list of (instance, guest) to report
+    """
+    uuids = set(manager.driver.list_instance_uuids()) - set(known)
+    if not uuids:
+        return []
+    instances = objects.InstanceList.get_by_filters(
+        context, {'uuid': sorted(uuids), 'deleted': False},
+        expected_attrs=[])
+    return [instance for instance in instances
+            if instance.host != manager.host]
+
+
+def find(manager, context, history=False):
+    """The evacuations to this host to end or report.
+
+    :param history: also report evacuation records to this host that left
+        no journal entry (the audit); never acted on
+    :returns: ``(findings, examined)``, examined being the number of
+        journal entries, guests and records looked at
+    """
+    host = manager.host
+    entries = journal.entries(host)
+    nodes = _nodes(manager, context) if entries or history else []
+    findings = [_examine_entry(manager, context, entry, nodes)
+                for entry in entries]
+    examined = len(entries)
+    known = {f.instance_uuid for f in findings}
+    for instance in _foreign_guests(manager, context, known):
+        examined += 1
+        if not nodes:
+            nodes = _nodes(manager, context)
+        finding = _record_finding(manager, context, instance.uuid, nodes)
+        if finding is not None:
+            known.add(instance.uuid)
+            findings.append(finding)
+    if history:
+        migrations = objects.MigrationList.get_by_filters(
+            context, {'host': host, 'migration_type': _EVACUATION},
+            sort_keys=['created_at', 'id'], sort_dirs=['desc', 'desc'])
+        for migration in migrations:
+            examined += 1
+            if (migration.dest_compute != host or
+                    migration.instance_uuid in known):
+                continue
+            known.add(migration.instance_uuid)
+            finding = _record_finding(manager, context,
+                                      migration.instance_uuid, nodes,
+                                      migration=migration)
+            if finding is not None:
+                findings.append(finding)
+    return findings, examined
+
+
+def _record_finding(manager, context, instance_uuid, nodes, migration=None):
+    """A finding for what the database alone shows; reported, never acted on.
+
+    :returns: a Finding, or None when nothing of it is left on this host
+    """
+    finding = Finding(manager.host, instance_uuid)
+    if migration is None:
+        evacuations = objects.MigrationList.get_by_filters(
+            context, {'instance_uuid': instance_uuid,
+                      'migration_type': _EVACUATION, 'host': manager.host},
+            sort_keys=['created_at', 'id'], sort_dirs=['desc', 'desc'])
+        migration = next((m for m in evacuations
+                          if m.dest_compute == manager.host), None)
+    finding.migration = migration
+    _load(context, finding)
+    _describe(manager, context, finding, nodes)
+    if finding.kind in (LIVES_HERE, DELETED, IN_PROGRESS):
+        # nova's own: an incoming operation, or a guest nova reaps.
+        return None
+    if not finding.left_here():
+        return None
+    if finding.kind == INTERRUPTED:
+        # Interrupted before this host journaled evacuations (stock nova,
+        # the patch series, or the cleanup disabled): no proof to act on.
+        finding.kind = UNJOURNALED
+        finding.reason = ('interrupted, but this host holds no journal entry '
+                          'of it')
+        finding.actions = []
+        finding.commands = _commands(finding)
+    return finding
+
+
+# Acting.
+
+def recover(manager, context, finding):
+    """End one interrupted evacuation, if it still is one.
+
+    The finding is read and classified again first. Every step is tried;
+    the errors are logged and kept in ``finding.errors``.
+
+    :returns: True if the evacuation was ended and its journal entry removed
+    """
+    if finding.kind != INTERRUPTED:
+        return False
+    classified = finding.instance.task_state
+    nodes = _nodes(manager, context)
+    _load(context, finding)
+    _describe(manager, context, finding, nodes)
+    instance, migration = finding.instance, finding.migration
+    if finding.kind != INTERRUPTED or instance.task_state != classified:
+        LOG.warning('Evacuation %s to %s changed since it was examined (%s: '
+                    '%s); left alone', finding.migration_uuid, finding.host,
+                    finding.kind, finding.reason,
+                    instance_uuid=finding.instance_uuid)
+        if finding.kind == INTERRUPTED:
+            finding.kind = RESET
+        finding.commands = _commands(finding)
+        return False
+    # Taken before the instance is written: what the guest here was made
+    # with.
     network_info = instance.get_network_info()
     block_device_info = manager._get_instance_block_device_info(
         context, instance)
-    if (instance.migration_context is not None and
-            instance.migration_context.migration_id ==
-            finding.migration.id):
-        # The guest here was made with the claimed (new) resources.
-        with instance.mutated_migration_context():
-            manager.driver.destroy(context, instance, network_info,
-                                   block_device_info=block_device_info,
-                                   destroy_disks=finding.destroy_disks)
+
+    if not _step(finding, 'error', _error_instance, manager, context,
+                 classified):
+        return False
+    if migration.status == 'pre-migrating':
+        _step(finding, 'fail-migration', _fail_migration, context)
     else:
+        LOG.info('Evacuation %s to %s: migration left %s', migration.uuid,
+                 finding.host, migration.status, instance=instance)
+    _step(finding, 'destroy', _destroy, manager, context, network_info,
+          block_device_info)
+    if finding.allocation_here:
+        _step(finding, 'deallocate', _deallocate, manager, context)
+    _step(finding, 'heal', _report_missing_allocation, manager, context)
+    if finding.errors:
+        return False
+    journal.remove(finding.entry)
+    finding.ended = True
+    return True
+
+
+def _step(finding, name, step, *args):
+    try:
+        step(finding, *args)
+    except Exception as error:
+        LOG.exception('Ending evacuation %s to %s: %s failed',
+                      finding.migration_uuid, finding.host, name,
+                      instance_uuid=finding.instance_uuid)
+        finding.errors.append('%s: %s' % (name, error))
+        return False
+    return True
+
+
+def _error_instance(finding, manager, context, classified):
+    """ERROR with no task state, if the task state is still ``classified``.
+
+    The compare-and-swap is the first write: if anything else changed the
+    instance since it was read, nothing at all is done.
+    """
+    instance = finding.instance
+    previous = instance.vm_state
+    instance.vm_state = vm_states.ERROR
+    instance.task_state = None
+    try:
+        instance.save(expected_task_state=[classified])
+    except (exception.UnexpectedTaskStateError,
+            exception.InstanceNotFound) as error:
+        finding.kind = RESET
+        finding.reason = 'changed while being ended: %s' % error
+        raise
+    compute_utils.add_instance_fault_from_exc(
+        context, instance, EvacuationInterrupted(host=finding.host))
+    LOG.warning('Evacuation %s to %s was interrupted by the death of its '
+                'compute service: instance set from %s/%s to ERROR on %s',
+                finding.migration_uuid, finding.host, previous, classified,
+                instance.host, instance=instance)
+    finding.done.append('set the instance from %s/%s to error/None' % (
+        previous, classified))
+
+
+def _fail_migration(finding, context):
+    """``pre-migrating`` to ``failed``; nothing else is ever rewritten.
+
+    nova's objects have no conditional update of a migration: it is read
+    again right before it is written, and left alone if it moved on.
+    """
+    migration = objects.Migration.get_by_id(context, finding.migration.id)
+    if migration.status != 'pre-migrating':
+        LOG.info('Evacuation %s to %s: migration is now %s, left so',
+                 migration.uuid, finding.host, migration.status,
+                 instance_uuid=finding.instance_uuid)
+        return
+    migration.status = 'failed'
+    migration.save()
+    finding.migration = migration
+    LOG.info('Evacuation %s to %s: migration set from pre-migrating to '
+             'failed', migration.uuid, finding.host,
+             instance_uuid=finding.instance_uuid)
+    finding.done.append('set migration %s from pre-migrating to failed' %
+                        migration.uuid)
+
+
+def _destroy(finding, manager, context, network_info, block_device_info):
+    instance = finding.instance
+    guest = _guest(manager, instance)
+    # Proof of ownership, taken now.
+    owns, why = journal.owns_directory(finding.entry, instance)
+    path = journal.instance_path(finding.host, instance)
+    files = journal.directory_contents(path) if owns else {}
+    with instance.mutated_migration_context():
         manager.driver.destroy(context, instance, network_info,
                                block_device_info=block_device_info,
-                               destroy_disks=finding.destroy_disks)
-    LOG.info('Evacuation %s to %s: destroyed the guest and %s',
-             finding.migration.uuid, manager.host,
-             'removed its disks' if finding.destroy_disks else
-             'kept its disks (%s)' % finding.disks,
-             instance=instance)
-    finding.done.append('destroyed the guest, disks: %s' % finding.disks)
+                               destroy_disks=owns)
+    what = ('destroyed the %s guest' % guest if guest else
+            'no guest was defined; disconnected what spawn had connected')
+    if owns:
+        removed = 'removed %s: %d files, %d bytes' % (
+            path, len(files), sum(size or 0 for size in files.values()))
+    else:
+        removed = 'kept the instance files: %s' % why
+    LOG.info('Evacuation %s to %s: %s; %s', finding.migration_uuid,
+             finding.host, what, removed, instance=instance)
+    finding.done.append('%s; %s' % (what, removed))
 
 
-def _deallocate(manager, context, finding):
+def _deallocate(finding, manager, context):
     remove = manager.reportclient.remove_provider_tree_from_instance_allocation
-    for rp in finding.allocation_here:
-        if not remove(context, finding.instance.uuid, rp):
+    for rp, resources in sorted(finding.allocation_here.items()):
+        if not remove(context, finding.instance_uuid, rp):
             raise exception.AllocationDeleteFailed(
-                consumer_uuid=finding.instance.uuid,
+                consumer_uuid=finding.instance_uuid,
                 error='could not remove the allocation against %s' % rp)
+        LOG.info('Evacuation %s to %s: removed the allocation against %s '
+                 '(%s)', finding.migration_uuid, finding.host, rp,
+                 resources, instance_uuid=finding.instance_uuid)
         finding.done.append('removed the allocation against %s' % rp)
 
 
-def _error_instance(manager, context, finding):
-    instance = finding.instance
-    error = EvacuationInterrupted(host=manager.host)
-    instance.drop_migration_context()
-    instance.vm_state = vm_states.ERROR
-    instance.task_state = None
-    instance.save(expected_task_state=list(task_states.rebuild_states))
-    compute_utils.add_instance_fault_from_exc(context, instance, error)
-    LOG.warning('Evacuation %s to %s was interrupted by the death of its '
-                'compute service: instance set to ERROR on %s',
-                finding.migration.uuid, manager.host, instance.host,
-                instance=instance)
-    finding.done.append('set the instance to ERROR')
+def _report_missing_allocation(finding, manager, context):
+    """Say how to heal the instance's allocation if none is left.
 
-
-def _fail_migration(manager, context, finding):
-    migration = finding.migration
-    if migration.status == 'failed':
-        return
-    previous = migration.status
-    migration.status = 'failed'
-    migration.save()
-    finding.done.append('set migration %s from %s to failed' % (
-        migration.uuid, previous))
-
-
-def _close_stale(manager, context, finding):
-    for migration in finding.stale:
-        previous = migration.status
-        migration.status = 'failed'
-        migration.save()
-        finding.done.append('set stale migration %s from %s to failed' % (
-            migration.uuid, previous))
-
-
-def _healable(instance):
-    """Whether nova's ``heal_allocations`` would create the allocation."""
-    if instance.task_state is not None or not instance.node:
-        return 'the instance is in task state %s or on no node' % (
-            instance.task_state,)
-    specs = instance.flavor.extra_specs or {}
-    if 'accel:device_profile' in specs or any(
-            'VGPU' in key for key in specs if key.startswith('resources')):
-        return 'the flavor requests accelerators or vGPUs'
-    return None
-
-
-def _heal(manager, context, finding):
-    """Heal the instance's allocation if it was left without any.
-
-    As ``nova-manage placement heal_allocations`` does: against its node,
-    from its flavor, when it is in no task state. Otherwise the instance is
-    reported.
+    A source that came back first removed its own allocation, taking the
+    evacuation for done. Only ``nova-manage placement heal_allocations``
+    knows every resource an instance consumes; it needs the API database,
+    which a compute host does not reach.
     """
-    instance = finding.instance
-    if instance.deleted or _allocations(manager, context, instance.uuid):
+    if _allocations(manager, context, finding.instance_uuid):
         return
-    reason = _healable(instance)
-    if reason is None:
-        node = objects.ComputeNode.get_by_host_and_nodename(
-            context, instance.host, instance.node)
-        payload = {
-            'allocations': {node.uuid: {
-                'resources': scheduler_utils.resources_from_flavor(
-                    instance, instance.flavor)}},
-            'project_id': instance.project_id,
-            'user_id': instance.user_id,
-            'consumer_generation': None,
-        }
-        if manager.reportclient.put_allocations(
-                context, instance.uuid, payload):
-            LOG.warning('Instance had no allocation left: created one '
-                        'against %s from its flavor', instance.node,
-                        instance=instance)
-            finding.done.append('healed the allocation against %s' %
-                                instance.node)
-            return
-        reason = 'placement refused the allocation'
-    LOG.error('Instance has no allocation and it could not be healed (%s); '
-              'run nova-manage placement heal_allocations --instance %s',
-              reason, instance.uuid, instance=instance)
-    finding.errors.append('no allocation, not healed: %s' % reason)
+    command = ('nova-manage placement heal_allocations --instance %s' %
+               finding.instance_uuid)
+    LOG.warning('Evacuation %s to %s: the instance has no allocation left; '
+                'run: %s', finding.migration_uuid, finding.host, command,
+                instance_uuid=finding.instance_uuid)
+    finding.commands.append(command)
 
 
 # The start-up sweep.
 
 def sweep(manager, context, mode):
-    """Find, log and, with ``mode`` ``clean``, recover.
+    """Find, log and, with ``mode`` ``clean``, end interrupted evacuations.
 
     Never raises: a failure is logged and the compute service starts.
 
@@ -552,34 +602,64 @@ def sweep(manager, context, mode):
     """
     if mode == 'off':
         return []
+    if mode == 'clean' and not CONF.evacuate_cleanup.enabled:
+        LOG.info('[evacuate_cleanup] enabled is False: the start-up sweep '
+                 'only reports')
+        mode = 'report'
     try:
-        findings = find(manager, context)
+        findings, examined = find(manager, context)
     except Exception:
         LOG.exception('Could not look for interrupted evacuations to %s',
                       manager.host)
         return []
+    if not findings:
+        LOG.info('No interrupted evacuation to %s: examined %d journal '
+                 'entries and foreign guests', manager.host, examined)
     for finding in findings:
-        if finding.kind not in ACTIONABLE:
-            LOG.warning('Evacuation %s (%s) of the instance to %s: %s; left '
-                        'alone', finding.migration.uuid,
-                        finding.migration.status, manager.host,
-                        _REASONS[finding.kind], instance=finding.instance)
-        elif mode != 'clean':
-            LOG.warning('Evacuation %s (%s) to %s is %s; '
-                        'sweep_on_start=clean would: %s',
-                        finding.migration.uuid, finding.migration.status,
-                        manager.host, finding.kind,
-                        '; '.join(finding.actions),
-                        instance=finding.instance)
-        else:
-            recover(manager, context, finding)
+        try:
+            _sweep_one(manager, context, finding, mode)
+        except Exception:
+            LOG.exception('Could not deal with evacuation %s to %s',
+                          finding.migration_uuid, manager.host,
+                          instance_uuid=finding.instance_uuid)
     return findings
 
 
-_REASONS = {
-    QUEUED: 'it was never claimed here and its request may still be queued',
-    ELSEWHERE: 'another evacuation of the instance is in progress',
-}
+def _sweep_one(manager, context, finding, mode):
+    if finding.kind == INTERRUPTED and mode == 'clean':
+        recover(manager, context, finding)
+        return
+    if finding.entry is not None and (
+            finding.kind in (LIVES_HERE, DELETED) or
+            (finding.kind != INTERRUPTED and not finding.left_here())):
+        LOG.info('Evacuation %s to %s: %s and nothing of it is left here; '
+                 'forgotten', finding.migration_uuid, manager.host,
+                 finding.reason, instance_uuid=finding.instance_uuid)
+        journal.remove(finding.entry)
+        return
+    if finding.kind == INTERRUPTED:
+        LOG.warning('Evacuation %s to %s is interrupted; '
+                    'sweep_on_start=clean would: %s',
+                    finding.migration_uuid, manager.host,
+                    '; '.join(finding.actions),
+                    instance_uuid=finding.instance_uuid)
+        return
+    LOG.warning('Evacuation %s to %s left %s here, kept: %s (%s). By hand, '
+                'once checked: %s', finding.migration_uuid, manager.host,
+                _summary(finding), finding.reason, finding.kind,
+                ' && '.join(finding.commands) or 'nothing to do',
+                instance_uuid=finding.instance_uuid)
+
+
+def _summary(finding):
+    parts = []
+    if finding.guest:
+        parts.append('a %s guest' % finding.guest)
+    if finding.files:
+        parts.append('%d files' % len(finding.files))
+    if finding.allocation_here:
+        parts.append('an allocation')
+    return ', '.join(parts) or 'nothing'
 
 
 # The audit.
@@ -605,46 +685,42 @@ def audit(manager, context, delete=False):
        instances of the findings that have no allocation left;
     4. what ``delete`` does (or did) about them.
 
-    Nothing is changed unless ``delete`` is True.
+    Nothing is written unless ``delete`` is True; the caller then holds the
+    host's lock (:mod:`nova_evac_cleanup.host_lock`).
 
     :returns: a dict, the report
     """
-    findings = find(manager, context)
+    findings, examined = find(manager, context, history=True)
     nodes = _nodes(manager, context)
-    # nova-compute may be running an evacuation that looks interrupted.
-    running = _service_up(context, manager.host)
-    for finding in findings:
-        if running and finding.kind in (INTERRUPTED, RESET):
-            (finding.errors if delete else finding.notes).append(
-                'left alone: nova-compute on %s is up and may be running '
-                'this evacuation; restart it (sweep_on_start=clean) or stop '
-                'it and run this again' % manager.host)
-        elif delete:
-            recover(manager, context, finding)
+    if delete:
+        for finding in findings:
+            if finding.kind == INTERRUPTED:
+                recover(manager, context, finding)
     report = {
         'host': manager.host,
         'delete': delete,
-        'compute_service_up': running,
+        'compute_service_up': _service_up(context, manager.host),
+        'examined': examined,
         'evacuations': [f.as_dict() for f in findings],
-        'orphaned_allocations': _orphaned(manager, context, nodes, findings,
-                                          delete),
+        'orphaned_allocations': _orphaned(manager, context, nodes, findings),
         'missing_allocations': [],
     }
     for finding in findings:
-        if finding.instance is None or finding.instance.deleted:
+        instance = finding.instance
+        if instance is None or instance.deleted:
             continue
-        # Without delete: what removing this host's allocation would leave.
-        left = set(_allocations(manager, context, finding.uuid))
-        if not delete:
+        # Without delete: what ending the evacuation would leave.
+        left = set(_allocations(manager, context, finding.instance_uuid))
+        if not delete and finding.kind == INTERRUPTED:
             left -= set(nodes)
         if not left:
-            report['missing_allocations'].append(finding.uuid)
+            report['missing_allocations'].append(finding.instance_uuid)
     return report
 
 
-def _orphaned(manager, context, nodes, findings, delete):
+def _orphaned(manager, context, nodes, findings):
     """Allocations against this host nothing here accounts for."""
-    handled = {f.uuid for f in findings}
+    handled = {f.instance_uuid for f in findings}
     result = []
     for node_uuid in nodes:
         node = objects.ComputeNode.get_by_uuid(context, node_uuid)
@@ -654,9 +730,7 @@ def _orphaned(manager, context, nodes, findings, delete):
             context, node.host, node.hypervisor_hostname)
         migrating = {m.uuid for m in migrations} | {
             m.instance_uuid for m in migrations
-            if not (m.dest_compute == manager.host and
-                    m.migration_type == _EVACUATION and
-                    m.instance_uuid in handled)}
+            if m.instance_uuid not in handled}
         get = manager.reportclient.get_allocations_for_resource_provider
         allocations = get(context, node_uuid).allocations
         for consumer in allocations:

@@ -26,24 +26,43 @@ It loads the host's compute driver, and reaches the database directly when
 ``[database] connection`` is set (as nova-manage does) or through
 nova-conductor otherwise (as nova-compute does).
 
+Without ``--delete`` it writes nothing anywhere: the driver is loaded but
+not initialised (no ``init_host``), and nothing is asked that would write
+(nova's shared-storage check writes a probe file). With ``--delete`` it
+takes the host's lock (:mod:`nova_evac_cleanup.host_lock`) and refuses to
+run while nova-compute holds it, whatever the service's state in the
+database says, then ends only the interrupted evacuations this host
+journaled, exactly as the start-up sweep does.
+
 Return codes: 0 nothing found; 3 found, nothing changed; 4 found and
-``--delete`` acted on all of it; 1 something could not be done.
+``--delete`` ended all it may end; 1 something could not be done, or the
+command could not start (one line on standard error says why).
 """
 
 import json
 import sys
 
+from oslo_config import cfg
 
-def build_manager(host=None):
-    """A compute manager for ``host`` with its driver initialised.
+CONF = cfg.CONF
 
-    The manager is never started as a service: it only lends its driver,
+
+def build_manager(host=None, initialise=False):
+    """A compute manager for ``host``, lending its driver and helpers.
+
+    nova's own manager, never this project's (which refuses a patched
+    nova), and never started as a service: it only lends its driver,
     placement client and nova's helpers to :mod:`nova_evac_cleanup.recovery`.
+
+    :param initialise: run the driver's ``init_host``, which ``--delete``
+        needs to destroy guests and which may change the host (the libvirt
+        driver, for one, powers down unused dedicated CPUs)
     """
-    from nova_evac_cleanup import manager
+    from nova.compute import manager
 
     compute = manager.ComputeManager(host=host)
-    compute.driver.init_host(host=compute.host)
+    if initialise:
+        compute.driver.init_host(host=compute.host)
     return compute
 
 
@@ -52,15 +71,31 @@ def run(delete=False, as_json=False, out=None, host=None, compute=None):
 
     :param compute: a compute manager; :func:`build_manager` by default
     :returns: the return code
+        (1 and nothing done, with ``delete``, while nova-compute or another
+        audit holds the host's lock)
     """
     from nova import context as nova_context
 
+    from nova_evac_cleanup import host_lock
     from nova_evac_cleanup import recovery
 
     out = out or sys.stdout
-    compute = compute or build_manager(host)
-    report = recovery.audit(compute, nova_context.get_admin_context(),
-                            delete=delete)
+    if delete:
+        # Refuse before anything is loaded or initialised.
+        host = host or (compute.host if compute else CONF.host)
+        try:
+            host_lock.acquire(host)
+        except host_lock.HostLockHeld as error:
+            sys.stderr.write('nova-evac-cleanup: refusing --delete: %s\n' %
+                             error)
+            return 1
+    try:
+        compute = compute or build_manager(host, initialise=delete)
+        report = recovery.audit(compute, nova_context.get_admin_context(),
+                                delete=delete)
+    finally:
+        if delete:
+            host_lock.release(host)
     if as_json:
         out.write(json.dumps(report, indent=2, sort_keys=True) + '\n')
     else:
@@ -74,7 +109,8 @@ def return_code(report):
         return 1
     if not evacuations and not report['orphaned_allocations']:
         return 0
-    if report['delete'] and not report['orphaned_allocations']:
+    if report['delete'] and not report['orphaned_allocations'] and all(
+            e['ended'] for e in evacuations):
         return 4
     return 3
 
@@ -95,6 +131,7 @@ def format_report(report):
         add('  instance %s: %s, migration %s (%s) from %s' % (
             e['instance'], e['kind'], e['migration'],
             e['migration_status'], e['source_compute']))
+        add('    %s' % e['reason'])
         add('    guest: %s' % (e['guest'] or 'none'))
         for path, size in sorted(e['files'].items()):
             add('    file: %s (%d bytes)' % (path, size))
@@ -134,49 +171,56 @@ def format_report(report):
     for e in report['evacuations']:
         for item in (e['done'] if report['delete'] else e['actions']):
             add('  %s: %s' % (e['instance'], item))
-        for note in e['notes']:
-            add('  %s: %s' % (e['instance'], note))
+        for command in e['commands']:
+            add('  %s: by hand, once checked: %s' % (e['instance'], command))
         for error in e['errors']:
             add('  %s: NOT DONE: %s' % (e['instance'], error))
     return '\n'.join(lines) + '\n'
 
 
 def main(argv=None):
-    # As nova's entry points do: set up nova's concurrency mode before any
-    # other nova module is loaded.
-    from nova import monkey_patch
-    monkey_patch.patch(backend='threading')
+    # As nova-compute does, on every nova release: importing its entry
+    # point sets up nova's concurrency mode (eventlet monkey patching or
+    # threading) before any other nova module is loaded.
+    import nova.cmd.compute  # noqa: F401
 
     from nova.conductor import rpcapi as conductor_rpcapi
     import nova.conf
     from nova import config
     from nova import objects
     from nova.objects import base as objects_base
-    from oslo_config import cfg
     from oslo_log import log as logging
 
-    import nova_evac_cleanup
+    from nova_evac_cleanup import conf as evac_conf
 
     conf = nova.conf.CONF
+    evac_conf.register_opts(conf)
 
     def add_parsers(subparsers):
         parser = subparsers.add_parser(
             'audit', help='Report, and with --delete clean up, what failed '
                           'or interrupted evacuations left on this host.')
         parser.add_argument('--delete', action='store_true',
-                            help='Do what the report says --delete would.')
+                            help='End the interrupted evacuations this host '
+                                 'journaled, as the start-up sweep does.')
         parser.add_argument('--json', action='store_true',
                             help='Print the report as JSON.')
 
     conf.register_cli_opt(cfg.SubCommandOpt(
         'command', title='Commands', handler=add_parsers))
     argv = list(sys.argv if argv is None else argv)
-    config.parse_args(argv)
-    logging.setup(conf, 'nova')
-    objects.register_all()
-    nova_evac_cleanup.install()
-    if not conf.database.connection:
-        # No database here: go through nova-conductor like nova-compute.
-        objects_base.NovaObject.indirection_api = (
-            conductor_rpcapi.ConductorAPI())
-    return run(delete=conf.command.delete, as_json=conf.command.json)
+    try:
+        config.parse_args(argv)
+        logging.setup(conf, 'nova')
+        objects.register_all()
+        if not conf.database.connection:
+            # No database here: go through nova-conductor like nova-compute.
+            objects_base.NovaObject.indirection_api = (
+                conductor_rpcapi.ConductorAPI())
+        return run(delete=conf.command.delete, as_json=conf.command.json)
+    except Exception as error:
+        # One clear line, not a traceback; --debug logs the traceback.
+        logging.getLogger(__name__).debug('audit failed', exc_info=True)
+        sys.stderr.write('nova-evac-cleanup: error: %s: %s\n' % (
+            type(error).__name__, error))
+        return 1

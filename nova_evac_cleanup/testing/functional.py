@@ -40,12 +40,17 @@ import sys
 import fixtures
 from nova.cmd import manage
 from nova.compute import manager as compute_manager
+import nova.conf as nova_conf
 from nova.tests import fixtures as nova_fixtures
 from nova.tests.functional import integrated_helpers
 from nova import utils
 
+from nova_evac_cleanup import conf as evac_conf
+from nova_evac_cleanup import host_lock
 from nova_evac_cleanup.testing import fake_libvirt
 from nova_evac_cleanup.testing import fixtures as evac_fixtures
+
+evac_conf.register_opts(nova_conf.CONF)
 
 SOURCE = 'compute0'
 DEST = 'compute1'
@@ -110,6 +115,21 @@ class EvacuateTestCase(integrated_helpers.ProviderUsageBaseTestCase):
         # The hosts' disks, domains and the faults to inject.
         self.world = self.useFixture(
             fake_libvirt.FakeLibvirtFixture(storage=self.STORAGE)).world
+        # Every host of the test shares this process and CONF: its journal
+        # and instance directories are the fake world's, per host.
+        self.flags(journal_path=self.useFixture(fixtures.TempDir()).path,
+                   group='evacuate_cleanup')
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_evac_cleanup.journal.instance_path',
+            lambda host, instance: self.world.instance_dir(
+                host, instance.uuid)))
+        # Where the computes hold their host locks (nova's tests set no
+        # lock_path).
+        self.flags(lock_path=self.useFixture(fixtures.TempDir()).path,
+                   group='oslo_concurrency')
+        # A compute a test stopped or killed no longer holds its host lock,
+        # as the kernel releases it with a dead process.
+        self.addCleanup(host_lock.release_all)
         if self.FIXED and fix_mode() == FIX_PATCH:
             # nova's own manager has the fix; say so if it has not.
             if not nova_is_patched():

@@ -49,11 +49,14 @@ import time
 
 import fixtures
 
+from nova.cmd import manage
 from nova.compute import task_states
 from nova import context as nova_context
 from nova import objects
 
 from nova_evac_cleanup.cmd import audit as audit_cmd
+from nova_evac_cleanup import host_lock
+from nova_evac_cleanup import journal
 from nova_evac_cleanup import manager
 from nova_evac_cleanup.testing import functional as base
 
@@ -72,11 +75,6 @@ class _InterruptedEvacuationTest(base.EvacuateTestCase):
         # The source asks the dead destination whether the storage is
         # shared; do not wait a minute for the answer that never comes.
         self.flags(rpc_response_timeout=2)
-        # Find the files of the fake libvirt hosts.
-        self.useFixture(fixtures.MonkeyPatch(
-            'nova_evac_cleanup.recovery.instance_path',
-            lambda mgr, instance: self.world.instance_dir(
-                mgr.host, instance.uuid)))
         # Meta-test: the mixin's spawn-failure cleanup never runs for the
         # held spawn.
         self.cleanups = []
@@ -116,6 +114,8 @@ class _InterruptedEvacuationTest(base.EvacuateTestCase):
         if getattr(service, 'rpcserver_alt', None) is not None:
             service.rpcserver_alt.stop()
         service.tg.stop()
+        # The kernel releases the dead process's lock.
+        host_lock.release(service.host)
         self._force_down(service.host, True)
 
     def _force_down(self, host, down):
@@ -161,21 +161,46 @@ class _InterruptedEvacuationTest(base.EvacuateTestCase):
             nova_context.get_admin_context(), migration.id)
 
     def _audit(self, delete=False):
+        """``nova-evac-cleanup audit [--delete] --json`` for compute1.
+
+        :returns: its return code and report (None if it printed none)
+        """
         out = io.StringIO()
-        code = audit_cmd.run(delete=delete, as_json=True, out=out,
-                             host=DEST)
-        return code, json.loads(out.getvalue())
+        build = audit_cmd.build_manager
+
+        def build_manager(host, initialise=False):
+            compute = build(host, initialise=initialise)
+            # The fake driver learns its host in init_host, which the audit
+            # skips without --delete; libvirt's reaches libvirtd without it.
+            compute.driver._host = host
+            return compute
+
+        err = io.StringIO()
+        with fixtures.MonkeyPatch(
+                'nova_evac_cleanup.cmd.audit.build_manager', build_manager):
+            with fixtures.MonkeyPatch('sys.stderr', err):
+                code = audit_cmd.run(delete=delete, as_json=True, out=out,
+                                     host=DEST)
+        #: what it said on standard error
+        self.audit_stderr = err.getvalue()
+        return code, (json.loads(out.getvalue()) if out.getvalue()
+                      else err.getvalue())
 
     # What is left.
 
-    def assert_ended(self, server, migration, host=SOURCE):
-        """The evacuation ended as nova ends one whose spawn raised."""
+    def assert_ended(self, server, migration, host=SOURCE, status='failed'):
+        """The evacuation ended as nova ends one whose spawn raised.
+
+        :param status: the migration's: ``failed``, or ``completed`` when
+            the source came back first (never rewritten)
+        """
         server = self.api.get_server(server['id'])
         self.assertEqual('ERROR', server['status'])
         self.assertIsNone(server['OS-EXT-STS:task_state'])
         self.assertEqual(host, server['OS-EXT-SRV-ATTR:host'])
         self.assertIn('interrupted', server['fault']['message'])
-        self.assertEqual('failed', self._reload(migration).status)
+        self.assertEqual(status, self._reload(migration).status)
+        self.assertEqual([], journal.entries(DEST))
         self.assertIsNone(self._dest_allocation(server))
         code, output = self._placement_audit()
         self.assertEqual(0, code, output)
@@ -185,6 +210,22 @@ class _InterruptedEvacuationTest(base.EvacuateTestCase):
         self.assertEqual(self.dest_usages,
                          self._get_provider_usages(self.dest_rp))
         return server
+
+    def assert_kept(self, server, migration, files, status='pre-migrating'):
+        """compute1 kept all the evacuation left, and its record."""
+        self.assertEqual(status, self._reload(migration).status)
+        self.assertEqual('running',
+                         self.world.domain_state(DEST, server['id']))
+        self.assertEqual(files, self.world.files(DEST, server['id']))
+        self.assertIsNotNone(self._dest_allocation(server))
+
+    def _migration_context(self, server):
+        """The migration id the server's migration context names."""
+        instance = objects.Instance.get_by_uuid(
+            nova_context.get_admin_context(), server['id'],
+            expected_attrs=['migration_context'])
+        context = instance.migration_context
+        return context.migration_id if context else None
 
     def assert_stuck(self, server, migration, status='pre-migrating'):
         """Nothing changed since compute1 died."""
@@ -251,9 +292,12 @@ class NonSharedStorageTest(_InterruptedEvacuationTest):
 
         nova destroys its guest but keeps its disks (it cannot ask compute1
         whether they are shared), removes its allocation and marks the
-        migration completed. compute1's sweep then ends the evacuation,
-        removes its own copy (made from the image) and heals the server's
-        allocation on compute0, where a hard reboot brings it back.
+        migration completed. compute1's sweep then ends the evacuation and
+        removes its own copy (made from the image, in the directory it
+        created); the completed record is kept as it is. The server has no
+        allocation left: the sweep logs the nova-manage command that heals
+        it, which the operator runs; a hard reboot then brings the server
+        back on compute0.
         """
         server = self._boot()
         source_disk = self.world.disk_checksum(SOURCE, server['id'])
@@ -272,11 +316,18 @@ class NonSharedStorageTest(_InterruptedEvacuationTest):
         self._restart_dest()
         self._end_held_spawn(block)
 
-        self.assert_ended(server, migration)
+        self.assert_ended(server, migration, status='completed')
         self.assertFalse(self.world.files(DEST, server['id']))
         self.assertEqual(source_disk,
                          self.world.disk_checksum(SOURCE, server['id']))
-        # Healed on compute0 as nova-manage placement heal_allocations does.
+        # Not healed by the sweep: it says how.
+        self.assertEqual({}, self._get_allocations_by_server_uuid(
+            server['id']))
+        command = ('nova-manage placement heal_allocations --instance %s' %
+                   server['id'])
+        self.assertIn(command, self.stdlog.logger.output)
+        self.assertEqual(0, manage.PlacementCommands().heal_allocations(
+            instance_uuid=server['id']))
         self.assertEqual([self._get_provider_uuid_by_host(SOURCE)], list(
             self._get_allocations_by_server_uuid(server['id'])))
         code, output = self._placement_audit(host=SOURCE)
@@ -311,8 +362,10 @@ class NonSharedStorageTest(_InterruptedEvacuationTest):
     def test_report_and_audit_change_nothing(self):
         """sweep_on_start=report and audit without --delete only report.
 
-        With compute1 up, audit --delete leaves the interrupted evacuation
-        alone; once compute1 is forced down it ends it.
+        While nova-compute runs on compute1, audit --delete refuses, even
+        with the service forced down in the API (issue 10, scenario 5): it
+        may be in the middle of the very evacuation. Once the process is
+        gone it ends the evacuation.
         """
         server = self._boot()
         self._fail_source()
@@ -339,15 +392,25 @@ class NonSharedStorageTest(_InterruptedEvacuationTest):
             o['consumer'] for o in report['orphaned_allocations']])
         self.assertEqual([], report['missing_allocations'])
         self.assertEqual(4, len(finding['actions']), finding['actions'])
+        # Nothing was initialised or probed on the host.
+        self.assertEqual(0, self.world.calls(DEST).get(
+            'check_instance_shared_storage_local', 0))
         self.assert_stuck(server, migration)
         self.assertEqual(files, self.world.files(DEST, server['id']))
 
-        # compute1 is up: it may be running the evacuation.
+        # compute1 runs: it may be running the evacuation.
+        code, report = self._audit(delete=True)
+        self.assertEqual(1, code, report)
+        self.assertIn('refusing --delete', self.audit_stderr)
+        self.assert_stuck(server, migration)
+        # Forced down in the API, but running all the same.
+        self._force_down(DEST, True)
         code, report = self._audit(delete=True)
         self.assertEqual(1, code, report)
         self.assert_stuck(server, migration)
 
-        self._force_down(DEST, True)
+        # The process is gone.
+        self._kill(self.compute1)
         code, report = self._audit(delete=True)
         self.assertEqual(4, code, report)
         self._force_down(DEST, False)
@@ -356,14 +419,13 @@ class NonSharedStorageTest(_InterruptedEvacuationTest):
         code, report = self._audit()
         self.assertEqual(0, code, report)
 
-    def test_evacuation_elsewhere_untouched_then_stale_record_closed(self):
+    def test_evacuation_elsewhere_then_old_record_only_reported(self):
         """The operator evacuated the server on to compute2 meanwhile.
 
-        While that evacuation is in progress compute1's sweep leaves
-        everything alone. Once it is done, the interrupted record is stale:
-        compute1 closes it as failed, so that nothing counts it, and removes
-        its guest, its files (compute2 says they are not shared) and its
-        allocation. The server on compute2 is untouched.
+        While that evacuation is in progress, and after it is done, the
+        interrupted one to compute1 is older than the server's newest move:
+        compute1's sweep reports what it left there, with the commands to
+        remove it, and changes nothing. The server on compute2 is untouched.
         """
         other = 'compute2'
         self._start_compute(other)
@@ -371,6 +433,7 @@ class NonSharedStorageTest(_InterruptedEvacuationTest):
         self._fail_source()
         server, migration, block = self._interrupt_evacuation(
             server, 'wait_for_boot')
+        files = self.world.files(DEST, server['id'])
         # The operator's recovery by hand: reset-state, evacuate again.
         self.api.post_server_action(
             server['id'], {'os-resetState': {'state': 'error'}})
@@ -384,13 +447,10 @@ class NonSharedStorageTest(_InterruptedEvacuationTest):
         self._restart_dest()
         self._end_held_spawn(block)
 
-        self.assertEqual('pre-migrating', self._reload(migration).status)
-        self.assertEqual('pre-migrating', self._reload(second).status)
-        self.assertEqual('running',
-                         self.world.domain_state(DEST, server['id']))
-        self.assertIsNotNone(self._dest_allocation(server))
+        self.assert_kept(server, migration, files)
         self.assertEqual(task_states.REBUILD_SPAWNING, self.api.get_server(
             server['id'])['OS-EXT-STS:task_state'])
+        self.assertEqual(second.id, self._migration_context(server))
 
         held.release()
         server = self._wait_for_server_parameter(
@@ -398,17 +458,17 @@ class NonSharedStorageTest(_InterruptedEvacuationTest):
                      'OS-EXT-STS:task_state': None})
         self._wait_for_migration_status(server, ['done'])
         disk = self.world.disk_checksum(other, server['id'])
-        # The stale record still counts on compute1.
-        self.assertEqual('pre-migrating', self._reload(migration).status)
 
         self.compute1 = self.restart_compute_service(self.compute1)
 
-        self.assertEqual('failed', self._reload(migration).status)
-        self.assertIsNone(self.world.domain_state(DEST, server['id']))
-        self.assertFalse(self.world.files(DEST, server['id']))
-        self.assertIsNone(self._dest_allocation(server))
-        code, output = self._placement_audit()
-        self.assertEqual(0, code, output)
+        self.assert_kept(server, migration, files)
+        self.assertIn('virsh undefine', self.stdlog.logger.output)
+        code, report = self._audit()
+        self.assertEqual(3, code, report)
+        [finding] = report['evacuations']
+        self.assertEqual('moved-on', finding['kind'])
+        self.assertIn('rm -rf %s' % self.world.instance_dir(
+            DEST, server['id']), ' '.join(finding['commands']))
         server = self.api.get_server(server['id'])
         self.assertEqual('ACTIVE', server['status'])
         self.assertEqual(other, server['OS-EXT-SRV-ATTR:host'])
@@ -463,7 +523,7 @@ class SharedStorageTest(_InterruptedEvacuationTest):
         self._restart_dest()
         self._end_held_spawn(block)
 
-        self.assert_ended(server, migration)
+        self.assert_ended(server, migration, status='completed')
         self.assertEqual(files, self.world.files(DEST, server['id']))
         self.api.post_server_action(server['id'], {'reboot': {'type': 'HARD'}})
         self._wait_for_state_change(server, 'ACTIVE')

@@ -109,7 +109,7 @@ class TestOpts(test.NoDBTestCase):
         self.assertEqual(1, len(opts))
         group, group_opts = opts[0]
         self.assertEqual('evacuate_cleanup', group)
-        self.assertEqual(['enabled', 'sweep_on_start'],
+        self.assertEqual(['enabled', 'sweep_on_start', 'journal_path'],
                          [opt.name for opt in group_opts])
         self.assertIs(True, group_opts[0].default)
         self.assertEqual('clean', group_opts[1].default)

@@ -24,6 +24,7 @@ import threading
 import traceback
 from unittest import mock
 
+import fixtures
 from nova.compute import manager as nova_manager
 from nova.compute import task_states
 from nova.compute import vm_states
@@ -50,6 +51,11 @@ class RebuildTestCase(test.NoDBTestCase):
 
     def setUp(self):
         super().setUp()
+        # Where an evacuation journals itself and creates the instance
+        # directory it marks as its own.
+        self.flags(instances_path=self.useFixture(fixtures.TempDir()).path)
+        self.flags(journal_path=self.useFixture(fixtures.TempDir()).path,
+                   group='evacuate_cleanup')
         self.compute = manager.ComputeManager()
         self.driver = self.compute.driver
         self.context = nova_context.RequestContext(
@@ -344,7 +350,7 @@ class TestEvacuateSpawnFailure(RebuildTestCase):
         # ... and was cleaned up once, its disks kept only if shared.
         self.assertEqual(2, self.mock_destroy.call_count)
         self.assertEqual({first.uuid: False, second.uuid: True}, destroyed)
-        self.assertEqual({}, self.compute._evacuation_shared_storage)
+        self.assertEqual({}, self.compute._evacuations)
 
 
 class TestNoCleanup(RebuildTestCase):
