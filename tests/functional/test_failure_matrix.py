@@ -41,10 +41,14 @@ Each example needs a live source host and then a dead one, so every
 example starts its own source compute (``source-N``), boots one server on
 it, stops it and evacuates to ``compute1``; nova's other services and the
 destination are shared by the examples of one test. The number of
-examples is small (``EVAC_MATRIX_EXAMPLES``, default 5 per storage mode);
-the seed is random per run, reported as a test detail and on stdout, and
-``EVAC_MATRIX_SEED=N`` replays a run. Hypothesis also prints the falsifying
-example and a ``@reproduce_failure`` blob.
+examples is small (``EVAC_MATRIX_EXAMPLES``, default 5 per storage mode).
+The examples are drawn from a seed, reported as a test detail and on
+stdout, that ``EVAC_MATRIX_SEED`` sets: unset or empty, the fixed
+:data:`CI_SEED`, so that CI (``tox -e functional`` and the release envs)
+checks the same examples on every run and a failure there is reproducible;
+``random``, a new seed per run (``tox -e functional-random``, on demand);
+a number, that seed, which replays a run. Hypothesis also prints the
+falsifying example and a ``@reproduce_failure`` blob.
 
 Concurrency: four servers evacuated to one destination at once, two of
 them failing at different stages: the cleanup removes only the failed
@@ -65,8 +69,26 @@ from nova_evac_cleanup.testing import functional as base
 
 DEST = base.DEST
 
-SEED = int(os.environ.get('EVAC_MATRIX_SEED') or
-           random.SystemRandom().randrange(2 ** 32))
+#: The seed the matrix is drawn from unless ``EVAC_MATRIX_SEED`` says
+#: otherwise: CI's runs are reproducible.
+CI_SEED = 20261130
+
+
+def _seed(value):
+    """The seed of this run, from the value of ``EVAC_MATRIX_SEED``.
+
+    :returns: :data:`CI_SEED` for None or '', a new random seed for
+        ``'random'``, else the value as an integer
+    :raises ValueError: for anything else
+    """
+    if not value:
+        return CI_SEED
+    if value == 'random':
+        return random.SystemRandom().randrange(2 ** 32)
+    return int(value)
+
+
+SEED = _seed(os.environ.get('EVAC_MATRIX_SEED'))
 MAX_EXAMPLES = int(os.environ.get('EVAC_MATRIX_EXAMPLES') or 5)
 
 MATRIX_SETTINGS = hypothesis.settings(
