@@ -211,6 +211,9 @@ def main(argv=None):
     argv = list(sys.argv if argv is None else argv)
     try:
         config.parse_args(argv)
+        # The report goes to standard output, the log (unless a log file is
+        # configured) to standard error.
+        conf.set_default('use_stderr', True)
         logging.setup(conf, 'nova')
         objects.register_all()
         if not conf.database.connection:
@@ -221,6 +224,17 @@ def main(argv=None):
     except Exception as error:
         # One clear line, not a traceback; --debug logs the traceback.
         logging.getLogger(__name__).debug('audit failed', exc_info=True)
-        sys.stderr.write('nova-evac-cleanup: error: %s: %s\n' % (
-            type(error).__name__, error))
+        sys.stderr.write('nova-evac-cleanup: error: %s\n' % describe(error))
         return 1
+
+
+def describe(error):
+    """One line saying what went wrong, and where to look."""
+    text = ' '.join(str(error).split()) or repr(error)
+    line = '%s: %s' % (type(error).__name__, text)
+    module = type(error).__module__ or ''
+    if module.startswith(('keystoneauth1', 'openstack')):
+        line += (' (placement: check the [placement] options of the '
+                 'configuration: auth_type, auth_url and credentials, or '
+                 'endpoint_override)')
+    return line

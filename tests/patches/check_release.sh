@@ -46,7 +46,8 @@ NOVA_FUNCTIONAL_REGEX=${NOVA_FUNCTIONAL_REGEX:-'libvirt\.test_evacuate(_spawn_fa
 # stock nova's bug and cannot pass on a patched nova: the *StockTest
 # classes, the smoke test of the debris (test_failed_evacuate_leaves_debris)
 # and nova-evac-reproduce, whose stock run would be patched too.
-OUR_REGEX=${OUR_REGEX:-'(FixedTest|EdgeCasesTest)'}
+# AuditCommandTest starts nova-evac-cleanup audit on this release.
+OUR_REGEX=${OUR_REGEX:-'(FixedTest|EdgeCasesTest|AuditCommandTest)'}
 
 step_start=0
 step() {

@@ -1,0 +1,211 @@
+# Copyright 2026 nova-evac-cleanup developers
+#
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""``nova-evac-cleanup audit`` as an operator runs it, end to end.
+
+The console script runs in its own process, from a configuration file, on
+whatever nova release is installed (the ``release-NN-patched`` tox
+environments run this module on nova 31 to 34): its start-up, the host lock
+it shares with nova-compute, what it writes and how it fails. The database
+is a SQLite file synced with nova's own migrations, and placement a stand-in
+that only answers version discovery: an empty host needs nothing more.
+"""
+
+import atexit
+import http.server
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+
+import fixtures
+from oslo_concurrency import lockutils
+import testtools
+
+HOST = 'auditedhost'
+
+_SYNC = '''
+import sys
+from nova import config
+from nova.db import migration
+config.parse_args(['sync', '--config-file', sys.argv[1]])
+migration.db_sync(database='main')
+'''
+
+
+class _PlacementVersions(http.server.BaseHTTPRequestHandler):
+    """Placement's version document, all an empty host's audit asks."""
+
+    def do_GET(self):
+        body = json.dumps({'versions': [{
+            'id': 'v1.0', 'min_version': '1.0', 'max_version': '1.39',
+            'status': 'CURRENT',
+            'links': [{'rel': 'self', 'href': ''}]}]}).encode()
+        self.send_response(200)
+        self.send_header('Content-Type', 'application/json')
+        self.send_header('Content-Length', str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+_TEMPLATE = {}
+
+
+def _synced_database():
+    """A SQLite file with nova's schema, made once per test process."""
+    if 'path' not in _TEMPLATE:
+        root = tempfile.mkdtemp(prefix='nova-evac-cleanup-audit-')
+        atexit.register(shutil.rmtree, root, True)
+        path = os.path.join(root, 'nova.sqlite')
+        config = os.path.join(root, 'sync.conf')
+        with open(config, 'w') as stream:
+            stream.write('[database]\nconnection = sqlite:///%s\n' % path)
+        subprocess.run([sys.executable, '-c', _SYNC, config],
+                       check=True, capture_output=True, timeout=90)
+        _TEMPLATE['path'] = path
+    return _TEMPLATE['path']
+
+
+def _console_script(name):
+    return os.path.join(os.path.dirname(sys.executable), name)
+
+
+class AuditCommandTest(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(fixtures.Timeout(120, gentle=True))
+        self.root = self.useFixture(fixtures.TempDir()).path
+        self.locks = os.path.join(self.root, 'locks')
+        self.journal = os.path.join(self.root, 'journal')
+        for path in (self.locks, self.journal,
+                     os.path.join(self.root, 'instances')):
+            os.makedirs(path)
+        server = http.server.HTTPServer(('127.0.0.1', 0), _PlacementVersions)
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        self.addCleanup(server.server_close)
+        self.addCleanup(server.shutdown)
+        self.placement = 'http://127.0.0.1:%d/placement' % (
+            server.server_address[1])
+        self.config = self.write_config('nova.conf')
+        shutil.copyfile(_synced_database(), os.path.join(self.root,
+                                                         'nova.sqlite'))
+
+    def write_config(self, name, database=None, placement=True):
+        path = os.path.join(self.root, name)
+        text = textwrap.dedent('''\
+            [DEFAULT]
+            host = %(host)s
+            compute_driver = fake.FakeDriver
+            state_path = %(root)s
+            instances_path = %(root)s/instances
+            transport_url = fake:/
+            [database]
+            connection = %(database)s
+            [oslo_concurrency]
+            lock_path = %(locks)s
+            [evacuate_cleanup]
+            journal_path = %(journal)s
+            ''') % {
+            'host': HOST, 'root': self.root, 'locks': self.locks,
+            'journal': self.journal,
+            'database': database or 'sqlite:///%s/nova.sqlite' % self.root}
+        if placement:
+            text += textwrap.dedent('''\
+                [placement]
+                auth_type = none
+                endpoint_override = %s
+                ''') % self.placement
+        with open(path, 'w') as stream:
+            stream.write(text)
+        return path
+
+    def audit(self, *args, config=None):
+        return subprocess.run(
+            [_console_script('nova-evac-cleanup'), '--config-file',
+             config or self.config, 'audit'] + list(args),
+            capture_output=True, text=True, timeout=90)
+
+    def snapshot(self):
+        """Every file under the test's root, with its size and mtime."""
+        result = {}
+        for dirpath, _dirnames, filenames in os.walk(self.root):
+            for name in filenames:
+                stat = os.stat(os.path.join(dirpath, name))
+                result[os.path.join(dirpath, name)] = (
+                    stat.st_size, stat.st_mtime_ns)
+        return result
+
+    def assert_one_line_error(self, result):
+        self.assertEqual(1, result.returncode, result)
+        self.assertNotIn('Traceback', result.stderr)
+        errors = [line for line in result.stderr.splitlines()
+                  if line.startswith('nova-evac-cleanup: ')]
+        self.assertEqual(1, len(errors), result.stderr)
+        return errors[0]
+
+    def test_empty_host_reported_and_nothing_written(self):
+        before = self.snapshot()
+        result = self.audit('--json')
+        self.assertEqual(0, result.returncode, result)
+        report = json.loads(result.stdout)
+        self.assertEqual(HOST, report['host'])
+        self.assertFalse(report['delete'])
+        self.assertEqual([], report['evacuations'])
+        self.assertEqual(before, self.snapshot())
+        self.assertEqual([], os.listdir(self.locks))
+
+        result = self.audit()
+        self.assertEqual(0, result.returncode, result)
+        self.assertIn('nothing left by failed or interrupted evacuations',
+                      result.stdout)
+
+    def test_delete_refused_while_the_host_lock_is_held(self):
+        """The lock of a running nova-compute, in another process."""
+        lock = lockutils.external_lock(
+            HOST, lock_file_prefix='nova-evac-cleanup-', lock_path=self.locks)
+        self.assertTrue(lock.acquire(blocking=False))
+        try:
+            error = self.assert_one_line_error(self.audit('--delete'))
+        finally:
+            lock.release()
+        self.assertIn('refusing --delete', error)
+        self.assertIn('nova-compute is running', error)
+
+        result = self.audit('--delete', '--json')
+        self.assertEqual(0, result.returncode, result)
+        self.assertTrue(json.loads(result.stdout)['delete'])
+
+    def test_database_unreachable(self):
+        config = self.write_config(
+            'bad.conf', database='sqlite:///%s/nowhere/nova.sqlite' %
+            self.root)
+        self.assert_one_line_error(self.audit(config=config))
+
+    def test_placement_not_configured(self):
+        config = self.write_config('noplacement.conf', placement=False)
+        error = self.assert_one_line_error(self.audit(config=config))
+        self.assertIn('[placement]', error)
+
+    def test_config_file_missing(self):
+        self.assert_one_line_error(self.audit(
+            config=os.path.join(self.root, 'missing.conf')))
