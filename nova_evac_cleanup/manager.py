@@ -32,6 +32,8 @@ import sys
 
 from nova.compute import manager as nova_manager
 from nova import context as nova_context
+from nova import exception
+from nova import objects
 from oslo_config import cfg
 from oslo_log import log as logging
 from oslo_utils import excutils
@@ -62,11 +64,19 @@ def nova_has_the_fix():
 class _Evacuation(object):
     """One evacuation running on this host: what the cleanup needs."""
 
-    def __init__(self, shared_storage):
+    def __init__(self, shared_storage, migration):
         #: True, False or None (unknown), found before spawn
         self.shared_storage = shared_storage
+        self.migration = migration
         #: the journal entry, None if it could not be written
         self.entry = None
+        #: whether the driver's spawn returned, and what it was given: the
+        #: guest then runs here and a later failure must destroy it
+        self.spawned = False
+        self.network_info = None
+        self.block_device_info = None
+        #: whether nova's _do_rebuild_instance returned
+        self.rebuilt = False
 
     def journal(self, host, instance, migration):
         """Journal the evacuation; a failure to do so never fails it."""
@@ -100,16 +110,16 @@ class _Evacuation(object):
                           'the start-up sweep will keep its disks',
                           self.entry.migration_uuid, instance=instance)
 
-    def forget(self, spawned):
+    def forget(self, succeeded):
         """nova's rebuild code returned or raised: nothing left to journal.
 
-        :param spawned: whether it returned; the directory is then the
+        :param succeeded: whether it returned; the directory is then the
             instance's own and loses its marker. Otherwise an empty
             directory it created is removed.
         """
         if self.entry is None:
             return
-        if spawned:
+        if succeeded:
             journal.release_directory(self.entry)
         else:
             # A failure before spawn leaves the directory as it was made;
@@ -203,7 +213,7 @@ class EvacuateCleanupMixin(object):
         evacuation = None
         if evacuate and CONF.evacuate_cleanup.enabled:
             evacuation = _Evacuation(self._shared_storage_before_spawn(
-                instance, on_shared_storage))
+                instance, on_shared_storage), migration)
             evacuation.journal(self.host, instance, migration)
             self._evacuations[instance.uuid] = evacuation
         try:
@@ -214,18 +224,49 @@ class EvacuateCleanupMixin(object):
                 request_spec, allocations,
                 request_group_resource_providers_mapping, accel_uuids,
                 reimage_boot_volume, target_state)
-        except Exception:
+        except Exception as error:
             # nova's handlers end the evacuation: nothing for the sweep.
             # Not on a BaseException (the process going down), which leaves
             # the entry for the next start.
             if evacuation is not None:
                 with excutils.save_and_reraise_exception():
                     self._evacuations.pop(instance.uuid, None)
-                    evacuation.forget(spawned=False)
+                    if evacuation.spawned:
+                        self._destroy_after_spawn(context, instance,
+                                                  evacuation, error)
+                    evacuation.forget(succeeded=False)
             raise
         if evacuation is not None:
-            self._evacuations.pop(instance.uuid, None)
-            evacuation.forget(spawned=True)
+            # Still journaled: nova's rebuild_instance has yet to record
+            # the instance on this host (rt.finish_evacuation).
+            evacuation.rebuilt = True
+        return result
+
+    def rebuild_instance(self, context, instance, *args, **kwargs):
+        """Run nova's rebuild; end an evacuation that failed after spawn.
+
+        nova records the evacuated instance on this host only after
+        ``_do_rebuild_instance`` returns (``rt.finish_evacuation``); a
+        failure there leaves the guest running here while the database
+        says the source. It is destroyed, the migration set to ``failed``
+        and this host's allocation removed, as nova does for a failure
+        inside ``_do_rebuild_instance``.
+        """
+        try:
+            result = super().rebuild_instance(context, instance, *args,
+                                              **kwargs)
+        except Exception as error:
+            evacuation = self._evacuations.pop(instance.uuid, None)
+            if evacuation is not None:
+                with excutils.save_and_reraise_exception():
+                    if evacuation.rebuilt:
+                        self._end_unrecorded_evacuation(
+                            context, instance, evacuation, error)
+                    evacuation.forget(succeeded=False)
+            raise
+        evacuation = self._evacuations.pop(instance.uuid, None)
+        if evacuation is not None:
+            evacuation.forget(succeeded=True)
         return result
 
     def _shared_storage_before_spawn(self, instance, on_shared_storage):
@@ -275,7 +316,7 @@ class EvacuateCleanupMixin(object):
             return block_device_info
 
         try:
-            return super()._rebuild_default_impl(
+            result = super()._rebuild_default_impl(
                 context=context, instance=instance, image_meta=image_meta,
                 injected_files=injected_files, admin_password=admin_password,
                 allocations=allocations, bdms=bdms,
@@ -294,6 +335,12 @@ class EvacuateCleanupMixin(object):
                         context, instance, network_info, attached[-1],
                         on_shared_storage, error)
             raise
+        if cleanup and evacuation is not None:
+            evacuation.spawned = True
+            evacuation.network_info = network_info
+            evacuation.block_device_info = (
+                attached[-1] if attached else block_device_info)
+        return result
 
     def _destroy_failed_evacuation(self, context, instance, network_info,
                                    block_device_info, on_shared_storage,
@@ -326,6 +373,69 @@ class EvacuateCleanupMixin(object):
                      'shared storage)')
         LOG.info('Evacuation failed to spawn: destroyed the guest on %s and '
                  '%s', self.host, disks, instance=instance)
+
+    def _destroy_after_spawn(self, context, instance, evacuation, error):
+        """Destroy the running guest of an evacuation failed after spawn.
+
+        The guest was spawned, but the evacuation failed before nova
+        recorded the instance on this host: saving it with its expected
+        task state (an operator reset it, or it is being deleted), bringing
+        a stopped instance back to its state, or a notification. nova puts
+        the instance into ERROR on its source (or finishes deleting it):
+        left running here, the guest would be a second writer on the
+        instance's volumes, and on shared storage its disks, should the
+        source be brought back.
+
+        Never raises. Nothing is done if the instance is recorded on this
+        host after all.
+        """
+        try:
+            current = objects.Instance.get_by_uuid(
+                context, instance.uuid, expected_attrs=[])
+        except exception.InstanceNotFound:
+            current = None
+        except Exception:
+            LOG.exception('Could not read the instance after its evacuation '
+                          'failed: its guest on %s is left running',
+                          self.host, instance=instance)
+            return
+        if current is not None and current.host == self.host:
+            LOG.warning('Evacuation failed after the instance was recorded '
+                        'on %s: its guest there is left running', self.host,
+                        instance=instance)
+            return
+        LOG.warning('Evacuation failed after spawn (%s): destroying the '
+                    'running guest on %s', error, self.host,
+                    instance=instance)
+        self._destroy_failed_evacuation(
+            context, instance, evacuation.network_info,
+            evacuation.block_device_info, evacuation.shared_storage, error)
+
+    def _end_unrecorded_evacuation(self, context, instance, evacuation,
+                                   error):
+        """End an evacuation whose ``finish_evacuation`` failed.
+
+        As nova ends one that failed inside ``_do_rebuild_instance``: the
+        guest destroyed, the migration ``failed`` and this host's
+        allocation removed; nova has already put the instance into ERROR.
+        Never raises.
+        """
+        self._destroy_after_spawn(context, instance, evacuation, error)
+        try:
+            node = self._get_compute_info(context, self.host)
+            self.rt.delete_allocation_for_evacuated_instance(
+                context, instance, node.hypervisor_hostname,
+                node_type='destination')
+            migration = evacuation.migration
+            if migration is not None:
+                migration = objects.Migration.get_by_id(context,
+                                                        migration.id)
+            if migration is not None and migration.status == 'pre-migrating':
+                self._set_migration_status(migration, 'failed')
+        except Exception:
+            LOG.exception('Could not end the evacuation to %s after it '
+                          'failed to record the instance here', self.host,
+                          instance=instance)
 
 
 class ComputeManager(EvacuateCleanupMixin, nova_manager.ComputeManager):

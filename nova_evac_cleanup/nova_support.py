@@ -28,6 +28,7 @@ The same range is declared to pip in ``requirements.txt``.
 import inspect
 
 from nova.compute import manager as nova_manager
+from nova import safe_utils
 
 #: The nova releases tested: 31 (2025.1) to 34 (2026.2).
 SUPPORTED = '>=31.0.0,<35.0.0'
@@ -37,6 +38,12 @@ SUPPORTED = '>=31.0.0,<35.0.0'
 OVERRIDDEN = {
     'init_host': ('self', 'service_ref'),
     'cleanup_host': ('self',),
+    'rebuild_instance': (
+        'self', 'context', 'instance', 'orig_image_ref', 'image_ref',
+        'injected_files', 'new_pass', 'orig_sys_metadata', 'bdms',
+        'recreate', 'on_shared_storage', 'preserve_ephemeral', 'migration',
+        'scheduled_node', 'limits', 'request_spec', 'accel_uuids',
+        'reimage_boot_volume', 'target_state'),
     '_do_rebuild_instance': (
         'self', 'context', 'instance', 'orig_image_ref', 'image_meta',
         'injected_files', 'new_pass', 'orig_sys_metadata', 'bdms',
@@ -68,8 +75,9 @@ def mismatches(manager_class=nova_manager.ComputeManager):
         if method is None:
             result.append((name, expected, None))
             continue
+        # nova's RPC decorators hide the method behind (*args, **kwargs).
         found = tuple(inspect.signature(
-            inspect.unwrap(method)).parameters)
+            safe_utils.get_wrapped_function(method)).parameters)
         if found != expected:
             result.append((name, expected, found))
     return result

@@ -203,7 +203,8 @@ class TestNovaSupport(test.NoDBTestCase):
                 pass
 
         problems = nova_support.mismatches(Drifted)
-        self.assertEqual(['_do_rebuild_instance', '_rebuild_default_impl'],
+        self.assertEqual(['_do_rebuild_instance', '_rebuild_default_impl',
+                          'rebuild_instance'],
                          [name for name, _expected, _found in problems])
         error = self.assertRaises(nova_support.UnsupportedNova,
                                   nova_support.check, Drifted)

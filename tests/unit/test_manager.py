@@ -36,6 +36,7 @@ from nova.tests.unit import fake_instance
 from oslo_utils.fixture import uuidsentinel as uuids
 
 from nova_evac_cleanup import manager
+from nova_evac_cleanup import nova_support
 
 
 class SpawnFailed(Exception):
@@ -353,6 +354,114 @@ class TestEvacuateSpawnFailure(RebuildTestCase):
         self.assertEqual({}, self.compute._evacuations)
 
 
+class TestEvacuateFailureAfterSpawn(RebuildTestCase):
+    """An evacuation that fails after spawn returned: the guest runs here.
+
+    nova puts the instance into ERROR on its source (or finishes deleting
+    it); the guest spawned here is destroyed, as after a failed spawn.
+    """
+
+    def setUp(self):
+        super().setUp()
+        self.mock_get = self.useFixture(test.fixtures.MockPatchObject(
+            objects.Instance, 'get_by_uuid',
+            return_value=objects.Instance(host='compute0'))).mock
+
+    def _fail_save(self, error):
+        """The save nova makes right after spawn raises ``error``."""
+        def save(*args, **kwargs):
+            if kwargs.get('expected_task_state') == [
+                    task_states.REBUILD_SPAWNING]:
+                raise error
+
+        self.mock_save.side_effect = save
+        return error
+
+    def _reset_by_operator(self):
+        return self._fail_save(exception.UnexpectedTaskStateError(
+            instance_uuid=self.instance.uuid,
+            expected=task_states.REBUILD_SPAWNING, actual=None))
+
+    def test_task_state_reset_destroys_guest_and_disks(self):
+        error = self._reset_by_operator()
+
+        raised = self.assertRaises(exception.UnexpectedTaskStateError,
+                                   self._rebuild)
+
+        self.assertIs(error, raised)
+        self.mock_spawn.assert_called_once()
+        self.assert_destroyed(destroy_disks=True)
+
+    def test_shared_storage_keeps_disks(self):
+        self._reset_by_operator()
+        self.mock_on_disk.return_value = True
+
+        self.assertRaises(exception.UnexpectedTaskStateError, self._rebuild)
+
+        self.assert_destroyed(destroy_disks=False)
+
+    def test_deleted_meanwhile(self):
+        self._fail_save(exception.UnexpectedDeletingTaskStateError(
+            instance_uuid=self.instance.uuid,
+            expected=task_states.REBUILD_SPAWNING,
+            actual=task_states.DELETING))
+        self.mock_get.side_effect = exception.InstanceNotFound(
+            instance_id=self.instance.uuid)
+
+        self.assertRaises(exception.UnexpectedDeletingTaskStateError,
+                          self._rebuild)
+
+        self.assert_destroyed(destroy_disks=True)
+
+    def test_stopped_instance_not_stopped_again(self):
+        """Bringing a stopped instance back to its state fails."""
+        self.instance.vm_state = vm_states.STOPPED
+        error = SpawnFailed('power off failed')
+        self.useFixture(test.fixtures.MockPatchObject(
+            self.compute, 'stop_instance', side_effect=error))
+
+        raised = self.assertRaises(SpawnFailed, self._rebuild)
+
+        self.assertIs(error, raised)
+        self.assert_destroyed(destroy_disks=True)
+
+    def test_recorded_on_this_host_left_running(self):
+        self._reset_by_operator()
+        self.mock_get.return_value = objects.Instance(host=self.compute.host)
+
+        self.assertRaises(exception.UnexpectedTaskStateError, self._rebuild)
+
+        self.mock_destroy.assert_not_called()
+
+    def test_destroy_failure_keeps_the_error(self):
+        error = self._reset_by_operator()
+        self.mock_destroy.side_effect = DestroyFailed('destroy failed')
+
+        raised = self.assertRaises(exception.UnexpectedTaskStateError,
+                                   self._rebuild)
+
+        self.assertIs(error, raised)
+        self.mock_destroy.assert_called_once()
+
+    def test_plain_rebuild_untouched(self):
+        self._reset_by_operator()
+
+        self.assertRaises(exception.UnexpectedTaskStateError, self._rebuild,
+                          evacuate=False)
+
+        # Only nova's own destroy before the rebuild's spawn.
+        self.assertEqual(1, self.mock_destroy.call_count)
+        self.assertNotIn('destroy_disks', self.mock_destroy.call_args.kwargs)
+
+    def test_disabled(self):
+        self.flags(enabled=False, group='evacuate_cleanup')
+        self._reset_by_operator()
+
+        self.assertRaises(exception.UnexpectedTaskStateError, self._rebuild)
+
+        self.mock_destroy.assert_not_called()
+
+
 class TestNoCleanup(RebuildTestCase):
     """Everything but a failed evacuation spawn keeps nova's behaviour."""
 
@@ -466,21 +575,20 @@ class TestOverriddenSignatures(test.NoDBTestCase):
     nova release that renames, adds or reorders them must be reviewed.
     """
 
-    def test_signatures_match_nova(self):
-        overridden = [
+    def test_every_override_is_checked_at_start_up(self):
+        """nova_support checks each method the mixin overrides."""
+        overridden = {
             name for name, value in vars(manager.EvacuateCleanupMixin).items()
-            if callable(value) and hasattr(nova_manager.ComputeManager, name)]
-        self.assertIn('_do_rebuild_instance', overridden)
-        self.assertIn('_rebuild_default_impl', overridden)
+            if callable(value) and hasattr(nova_manager.ComputeManager, name)
+        } - {'__init__'}
+        self.assertEqual(sorted(nova_support.OVERRIDDEN), sorted(overridden))
         for name in overridden:
-            ours = inspect.signature(
-                getattr(manager.EvacuateCleanupMixin, name))
-            novas = inspect.signature(
-                getattr(nova_manager.ComputeManager, name))
-            if name == '__init__':
+            ours = tuple(inspect.signature(
+                getattr(manager.EvacuateCleanupMixin, name)).parameters)
+            if ours[-2:] == ('args', 'kwargs'):
                 # Passes everything through.
                 continue
-            self.assertEqual(novas, ours, name)
+            self.assertEqual(nova_support.OVERRIDDEN[name], ours, name)
 
     def test_refuses_patched_nova(self):
         # With the patch series nova passes on_shared_storage to

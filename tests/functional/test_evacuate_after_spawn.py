@@ -1,0 +1,219 @@
+# Copyright 2026 nova-evac-cleanup developers
+#
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""Evacuations that fail after spawn returned: the guest runs on compute1.
+
+``driver.spawn`` succeeded on compute1, but the evacuation fails before
+nova records the instance there, at one of the points after spawn:
+
+* ``save``: nova saves the instance expecting ``rebuild_spawning`` and an
+  operator has reset its state meanwhile (``UnexpectedTaskStateError``);
+* ``delete``: the server is deleted meanwhile (its source is down, so the
+  API deletes it locally);
+* ``power``: a stopped server is brought back to its state and powering
+  it off on compute1 fails;
+* ``notify``: the ``instance.rebuild.end`` notification fails;
+* ``finish``: ``ResourceTracker.finish_evacuation`` fails to record the
+  instance on compute1.
+
+nova then puts the server into ERROR on compute0 (or finishes deleting it)
+and, on stock nova, leaves the guest running on compute1: the most
+dangerous leftover, a second writer on the server's disks and volumes if
+the source is brought back. The fix destroys it, removes its disks only
+off shared storage, and the evacuation ends failed with nothing counted on
+compute1.
+"""
+
+import time
+
+import fixtures
+from nova.compute import resource_tracker
+from nova.compute import utils as compute_utils
+from nova import context as nova_context
+from nova import objects
+from nova.objects import fields
+from nova import utils
+
+from nova_evac_cleanup.testing import fake_libvirt
+from nova_evac_cleanup.testing import functional as base
+
+SOURCE = base.SOURCE
+DEST = base.DEST
+
+
+class InjectedFailure(Exception):
+    """A failure after spawn, injected on compute1."""
+
+
+class _Points(object):
+    """One test per point after spawn; ``_run(point)`` says what holds."""
+
+    def test_save_after_reset_state(self):
+        self._run('save')
+
+    def test_deleted_meanwhile(self):
+        self._run('delete')
+
+    def test_power_off_of_stopped_server(self):
+        self._run('power')
+
+    def test_rebuild_end_notification(self):
+        self._run('notify')
+
+    def test_finish_evacuation(self):
+        self._run('finish')
+
+
+class _AfterSpawnTest(base.EvacuateTestCase):
+
+    def _evacuate_and_fail(self, point, server):
+        """Evacuate to compute1 and fail after spawn at ``point``.
+
+        :returns: the server, None once deleted
+        """
+        self.dest_usages = self._get_provider_usages(self.dest_rp)
+        if point == 'power':
+            self.api.post_server_action(server['id'], {'os-stop': None})
+            server = self._wait_for_state_change(server, 'SHUTOFF')
+            self._inject(fake_libvirt.FakeLibvirtDriver, 'power_off')
+        elif point == 'notify':
+            self._inject_notification()
+        elif point == 'finish':
+            self._inject(resource_tracker.ResourceTracker,
+                         'finish_evacuation')
+        self._fail_source()
+        held = self.world.block_spawn(DEST, 'wait_for_boot')
+        self.addCleanup(held.release)
+        self.api.post_server_action(server['id'],
+                                    {'evacuate': {'host': DEST}})
+        self.assertTrue(held.wait_reached(timeout=30))
+        if point == 'save':
+            self.api.post_server_action(
+                server['id'], {'os-resetState': {'state': 'active'}})
+        elif point == 'delete':
+            self.api.delete_server(server['id'])
+        held.release()
+        if point == 'delete':
+            self._wait_until_deleted(server)
+            server = None
+        else:
+            server = self._wait_for_state_change(server, 'ERROR')
+        return server
+
+    def _migration_status(self, uuid, expected=None):
+        """The evacuation's status, once it is ``expected`` if given."""
+        context = nova_context.get_admin_context()
+        for _attempt in range(50):
+            with utils.temporary_mutation(context, read_deleted='yes'):
+                [migration] = objects.MigrationList.get_by_filters(
+                    context, {'instance_uuid': uuid,
+                              'migration_type': 'evacuation'})
+            if expected is None or migration.status == expected:
+                break
+            time.sleep(0.1)
+        return migration.status
+
+    def _inject(self, cls, name):
+        """Make ``cls.name`` raise on compute1, once."""
+        real = getattr(cls, name)
+        fired = []
+
+        def fail_on_dest(obj, *args, **kwargs):
+            host = getattr(obj, 'host', None) or getattr(obj, '_host', None)
+            if host == DEST and not fired:
+                fired.append(True)
+                raise InjectedFailure('%s failed on %s' % (name, DEST))
+            return real(obj, *args, **kwargs)
+
+        self.useFixture(fixtures.MonkeyPatch(
+            '%s.%s.%s' % (cls.__module__, cls.__name__, name), fail_on_dest))
+
+    def _inject_notification(self):
+        real = compute_utils.notify_about_instance_rebuild
+
+        fired = []
+
+        def fail_on_dest(context, instance, host, *args, **kwargs):
+            if (host == DEST and not fired and
+                    kwargs.get('phase') == fields.NotificationPhase.END):
+                fired.append(True)
+                raise InjectedFailure('rebuild.end failed on %s' % DEST)
+            return real(context, instance, host, *args, **kwargs)
+
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.compute.utils.notify_about_instance_rebuild',
+            fail_on_dest))
+
+
+class _FixedAfterSpawnTest(_AfterSpawnTest):
+
+    FIXED = True
+
+    def assert_ended(self, point, server, disk=None):
+        """Nothing of the server runs or counts on compute1."""
+        self.assertIsNone(self.world.domain_state(DEST, self.uuid))
+        if self.STORAGE == 'non-shared':
+            self.assertEqual({}, self.world.files(DEST, self.uuid))
+        else:
+            self.assertEqual(disk, self.world.disk_checksum(DEST, self.uuid))
+        self._run_periodics()
+        self.assertEqual(self.dest_usages,
+                         self._get_provider_usages(self.dest_rp))
+        code, output = self._placement_audit()
+        self.assertEqual(0, code, output)
+        if server is None:
+            return
+        self.assertEqual(SOURCE, server['OS-EXT-SRV-ATTR:host'])
+        self.assertIsNone(self._dest_allocation(server))
+        # The operator's next step works: evacuate again, to compute1.
+        self.world.clear_faults()
+        self._evacuate(server)
+        self.assertEqual('running',
+                         self.world.domain_state(DEST, self.uuid))
+
+    def _run(self, point):
+        server = self._boot()
+        self.uuid = server['id']
+        disk = self.world.disk_checksum(SOURCE, self.uuid)
+        server = self._evacuate_and_fail(point, server)
+        self.assertEqual('failed', self._migration_status(self.uuid,
+                                                          'failed'))
+        self.assert_ended(point, server, disk)
+
+
+class NonSharedFixedTest(_Points, _FixedAfterSpawnTest):
+    STORAGE = 'non-shared'
+
+
+class SharedDirFixedTest(_Points, _FixedAfterSpawnTest):
+    STORAGE = 'shared'
+
+
+class NonSharedStockTest(_Points, _AfterSpawnTest):
+    """Stock nova leaves the guest running on compute1 at every point."""
+
+    FIXED = False
+    STORAGE = 'non-shared'
+
+    def _run(self, point):
+        server = self._boot()
+        uuid = server['id']
+        server = self._evacuate_and_fail(point, server)
+        self.assertEqual('running', self.world.domain_state(DEST, uuid))
+        if server is not None:
+            self.assertEqual(SOURCE, server['OS-EXT-SRV-ATTR:host'])
+        # The evacuation failed; nova's finish_evacuation failing even
+        # leaves it pre-migrating.
+        status = 'pre-migrating' if point == 'finish' else 'failed'
+        self.assertEqual(status, self._migration_status(uuid, status))
