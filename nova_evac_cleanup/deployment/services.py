@@ -1,0 +1,663 @@
+# Copyright 2026 nova-evac-cleanup developers
+#
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""Start and stop the whole deployment: databases, vhost, every service.
+
+:class:`Deployment` starts from nothing: its own database names and
+RabbitMQ vhost (named after the run), a configuration file per service,
+the cell set-up nova-manage does, placement and the compute API under
+uWSGI, nova-conductor, nova-scheduler, and for each simulated host a
+libvirtd (:mod:`.hypervisor`) and a nova-compute. It waits on real
+readiness (services up in the API, resource providers in placement) and
+tears everything down, keeping every log when asked to (a failed run).
+"""
+
+import configparser
+import datetime
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+
+import pymysql
+
+from nova_evac_cleanup.deployment import client
+from nova_evac_cleanup.deployment import hypervisor
+
+# oslo.log's line: date time pid LEVEL logger
+CRITICAL = re.compile(rb'^\S+ \S+ \d+ CRITICAL ')
+IMAGE_ID = '8b1c5c9e-0f6b-4f35-9d0e-6f1f0a3c5e11'
+FLAVOR = {'name': 'evac-tiny', 'ram': 64, 'vcpus': 1, 'disk': 1}
+STOCK = 'nova-compute'
+FIXED = 'nova-compute-evac-cleanup'
+
+API_PASTE = '''\
+[composite:osapi_compute]
+use = call:nova.api.openstack.urlmap:urlmap_factory
+/: oscomputeversions
+/v2.1: oscomputeversion_v2
+/v2.1/+: openstack_compute_api_v21
+
+[pipeline:openstack_compute_api_v21]
+pipeline = compute_req_id faultwrap request_log admincontext osapi_compute_app_v21
+
+[pipeline:oscomputeversions]
+pipeline = faultwrap oscomputeversionapp
+
+[pipeline:oscomputeversion_v2]
+pipeline = compute_req_id faultwrap oscomputeversionapp_v2
+
+[filter:admincontext]
+paste.filter_factory = nova_evac_cleanup.deployment.auth:AdminContext.factory
+
+[filter:compute_req_id]
+paste.filter_factory = nova.api.compute_req_id:ComputeReqIdMiddleware.factory
+
+[filter:faultwrap]
+paste.filter_factory = nova.api.openstack:FaultWrapper.factory
+
+[filter:request_log]
+paste.filter_factory = nova.api.openstack.requestlog:RequestLog.factory
+
+[app:osapi_compute_app_v21]
+paste.app_factory = nova.api.openstack.compute:APIRouterV21.factory
+
+[app:oscomputeversionapp]
+paste.app_factory = nova.api.openstack.compute.versions:Versions.factory
+
+[app:oscomputeversionapp_v2]
+paste.app_factory = nova.api.openstack.compute.versions:VersionsV2.factory
+'''
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+def utcnow():
+    return datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+
+
+def _parse_time(value):
+    return datetime.datetime.fromisoformat(value.rstrip('Z').split('+')[0])
+
+
+def rss_kb(pid):
+    """Resident set size of a process and all its descendants, in KiB."""
+    total = 0
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            with open('/proc/%d/status' % p) as f:
+                for line in f:
+                    if line.startswith('VmRSS:'):
+                        total += int(line.split()[1])
+            with open('/proc/%d/task/%d/children' % (p, p)) as f:
+                todo.extend(int(c) for c in f.read().split())
+        except OSError:
+            continue
+    return total
+
+
+class Service(object):
+    """One process of the deployment, logging to its own file."""
+
+    def __init__(self, name, argv, log_file, env=None):
+        self.name = name
+        self.argv = argv
+        self.log_file = log_file
+        self.env = env
+        self.proc = None
+        self.started_at = None
+        self._checked = 0
+
+    def start(self):
+        log = open(self.log_file, 'ab')
+        log.write(('--- %s: %s\n' % (utcnow().isoformat(),
+                                     ' '.join(self.argv))).encode())
+        log.flush()
+        env = dict(os.environ)
+        env.update(self.env or {})
+        self.started_at = utcnow()
+        self._checked = os.path.getsize(self.log_file)
+        self.proc = subprocess.Popen(
+            self.argv, stdout=log, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+        log.close()
+
+    @property
+    def running(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def check(self):
+        """Raise if the process exited or logged a CRITICAL error (nova
+        logs its fatal start-up errors and may then hang in shutdown)."""
+        if self.proc is not None and self.proc.poll() is not None:
+            raise RuntimeError('%s exited with %s; see %s' % (
+                self.name, self.proc.returncode, self.log_file))
+        with open(self.log_file, 'rb') as f:
+            f.seek(self._checked)
+            new = f.read()
+        self._checked += len(new)
+        for line in new.splitlines():
+            if CRITICAL.match(line):
+                raise RuntimeError('%s: %s; see %s' % (
+                    self.name, line.decode(errors='replace')[:400],
+                    self.log_file))
+
+    def stop(self, sig=signal.SIGTERM, timeout=30):
+        """Signal the process group; SIGKILL it if it outlives timeout."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, sig)
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+            except ProcessLookupError:
+                pass
+        # Whatever it left in its group (uWSGI workers, privsep daemon).
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc = None
+
+    def kill(self):
+        """SIGKILL the service's main process only, as the OOM killer
+        would; its privsep daemon dies with its socket."""
+        if self.running:
+            self.proc.kill()
+            self.proc.wait()
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, AttributeError):
+            pass
+        self.proc = None
+
+    def rss_kb(self):
+        return rss_kb(self.proc.pid) if self.running else 0
+
+
+class Deployment(object):
+    """The whole deployment of one run.
+
+    :param hosts: the simulated compute hosts' names
+    :param base_dir: where configuration, state, instances and logs go
+    :param out: where progress lines go
+    """
+
+    def __init__(self, hosts=('evac-a', 'evac-b'), base_dir=None, out=None,
+                 debug=True):
+        self.run_id = uuid.uuid4().hex[:8]
+        self.dir = base_dir or os.path.join(
+            os.environ.get('EVAC_DEPLOY_DIR', '/var/tmp'),
+            'nova-evac-deploy-%s' % self.run_id)
+        self.out = out or sys.stderr
+        self.debug = debug
+        self.bin = os.path.dirname(os.path.abspath(sys.executable))
+        self.db = {name: 'evac_%s_%s' % (self.run_id, name)
+                   for name in ('api', 'cell0', 'cell1', 'placement')}
+        self.vhost = 'evac-%s' % self.run_id
+        self.transport_url = 'rabbit://guest:guest@127.0.0.1:5672/%s' % (
+            self.vhost)
+        self.ports = {name: free_port() for name in (
+            'placement', 'api', 'glance', 'neutron')}
+        self.host_names = list(hosts)
+        self.hosts = {
+            name: hypervisor.LibvirtHost(
+                name, os.path.join(self.dir, 'hosts', name))
+            for name in hosts}
+        self.services = {}
+        self.compute_opts = {}
+        self.timings = {}
+        self._t0 = time.monotonic()
+        self.compute = client.Compute(
+            'http://127.0.0.1:%d/v2.1' % self.ports['api'])
+        self.placement = client.Placement(
+            'http://127.0.0.1:%d' % self.ports['placement'])
+        self.flavor_id = None
+        self.created = []
+        self.logs_dir = os.path.join(self.dir, 'logs')
+
+    # Progress
+    def progress(self, msg, *args):
+        line = '[deploy %6.1fs] %s' % (time.monotonic() - self._t0,
+                                       msg % args if args else msg)
+        self.out.write(line + '\n')
+        self.out.flush()
+        with open(os.path.join(self.logs_dir, 'progress.log'), 'a') as f:
+            f.write(line + '\n')
+
+    def _run(self, *argv, **kwargs):
+        log = os.path.join(self.logs_dir, 'setup.log')
+        t0 = time.monotonic()
+        with open(log, 'ab') as f:
+            f.write(('--- %s\n' % ' '.join(argv)).encode())
+            f.flush()
+            result = subprocess.run(argv, stdout=f, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, **kwargs)
+            f.write(('--- took %.1fs\n' % (time.monotonic() - t0)).encode())
+        if result.returncode:
+            raise RuntimeError('%s failed (%d); see %s' % (
+                ' '.join(argv), result.returncode, log))
+
+    def _run_parallel(self, *commands, before=None):
+        """Run (name, argv...) commands at once; ``before`` meanwhile."""
+        t0 = time.monotonic()
+        procs = []
+        for name, *argv in commands:
+            log = open(self.path('logs', '%s.log' % name), 'wb')
+            procs.append((name, subprocess.Popen(
+                argv, stdout=log, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL)))
+            log.close()
+        if before:
+            before()
+        failed = [name for name, proc in procs if proc.wait()]
+        if failed:
+            raise RuntimeError('%s failed; see their logs in %s' % (
+                ', '.join(failed), self.logs_dir))
+        self.progress('%s done (%.1fs)', ', '.join(n for n, _ in procs),
+                      time.monotonic() - t0)
+
+    def _start_hosts(self):
+        for host in self.hosts.values():
+            host.start()
+        self.progress('libvirtd running for %s', ', '.join(self.hosts))
+
+    def _bin(self, name):
+        return os.path.join(self.bin, name)
+
+    def path(self, *parts):
+        return os.path.join(self.dir, *parts)
+
+    # Configuration
+    def _db_url(self, name):
+        return 'mysql+pymysql://root@127.0.0.1/%s?charset=utf8' % (
+            self.db[name])
+
+    def _write_conf(self, name, sections):
+        conf = configparser.ConfigParser(interpolation=None)
+        conf.optionxform = str
+        for section, options in sections.items():
+            conf[section] = {k: str(v) for k, v in options.items()}
+        path = self.path('etc', name)
+        with open(path, 'w') as f:
+            conf.write(f)
+        return path
+
+    def _nova_common(self, host):
+        ks = {'auth_type': 'admin_token', 'token': 'admin'}
+        return {
+            'DEFAULT': {
+                'host': host,
+                'debug': self.debug,
+                'transport_url': self.transport_url,
+                'my_ip': '127.0.0.1',
+                'state_path': self.path('state', host),
+                'report_interval': 2,
+                'heal_instance_info_cache_interval': -1,
+            },
+            'oslo_concurrency': {'lock_path': self.path('state', host,
+                                                        'lock')},
+            'oslo_messaging_rabbit': {'heartbeat_timeout_threshold': 0},
+            'placement': dict(ks, endpoint='http://127.0.0.1:%d' %
+                              self.ports['placement']),
+            'glance': {'api_servers': 'http://127.0.0.1:%d' %
+                       self.ports['glance']},
+            'neutron': dict(ks, endpoint='http://127.0.0.1:%d' %
+                            self.ports['neutron'],
+                            endpoint_override='http://127.0.0.1:%d' %
+                            self.ports['neutron']),
+            'vnc': {'enabled': False},
+            'oslo_policy': {'enforce_scope': False,
+                            'enforce_new_defaults': False},
+        }
+
+    def _write_control_confs(self):
+        self._write_conf('placement.conf', {
+            'DEFAULT': {'debug': self.debug},
+            'api': {'auth_strategy': 'noauth2'},
+            'placement_database': {'connection': self._db_url('placement')},
+        })
+        paste = self.path('etc', 'api-paste.ini')
+        with open(paste, 'w') as f:
+            f.write(API_PASTE)
+        control = self._nova_common('control')
+        control['api_database'] = {'connection': self._db_url('api')}
+        control['database'] = {'connection': self._db_url('cell1')}
+        control['wsgi'] = {'api_paste_config': paste}
+        control['conductor'] = {'workers': 1}
+        control['scheduler'] = {'workers': 1}
+        control['api'] = {'max_limit': 1000}
+        self._write_conf('nova.conf', control)
+
+    def compute_conf(self, host, shared=False, serial_ports=None):
+        """Write ``host``'s nova-compute configuration; return its path.
+
+        :param shared: the instance directory is shared by every host
+        :param serial_ports: (first, last) port of the serial consoles,
+            or None for no serial console
+        """
+        conf_path = self.path('etc', 'nova-compute-%s.conf' % host)
+        instances = self.path('instances', 'shared' if shared else host)
+        os.makedirs(instances, exist_ok=True)
+        os.makedirs(self.path('state', host, 'lock'), exist_ok=True)
+        conf = self._nova_common(host)
+        conf['DEFAULT'].update({
+            'compute_driver': 'libvirt.LibvirtDriver',
+            'instances_path': instances,
+            'reserved_host_memory_mb': 0,
+        })
+        conf['libvirt'] = {
+            'virt_type': 'qemu',
+            'cpu_mode': 'none',
+            'connection_uri': self.hosts[host].uri,
+        }
+        # privsep without sudo: nova-compute runs as root already.
+        conf['workarounds'] = {'disable_rootwrap': True}
+        conf['nova_sys_admin'] = {
+            'helper_command': '%s --config-file %s' % (
+                self._bin('privsep-helper'), conf_path)}
+        if serial_ports:
+            conf['serial_console'] = {
+                'enabled': True,
+                'port_range': '%d:%d' % serial_ports,
+                'proxyclient_address': '127.0.0.1',
+                'base_url': 'ws://127.0.0.1:6083/',
+            }
+        self.compute_opts[host] = {'shared': shared,
+                                   'serial_ports': serial_ports,
+                                   'instances_path': instances}
+        self._write_conf('nova-compute-%s.conf' % host, conf)
+        return conf_path
+
+    def instances_path(self, host):
+        return self.compute_opts[host]['instances_path']
+
+    # Databases and vhost
+    def _sql(self, *statements):
+        conn = pymysql.connect(host='127.0.0.1', port=3306, user='root',
+                               password='', autocommit=True)
+        try:
+            with conn.cursor() as cur:
+                for statement in statements:
+                    cur.execute(statement)
+        finally:
+            conn.close()
+
+    def _create_databases(self):
+        self._sql(*['CREATE DATABASE `%s` CHARACTER SET utf8' % db
+                    for db in self.db.values()])
+        self.created.append('databases')
+
+    def _drop_databases(self):
+        self._sql(*['DROP DATABASE IF EXISTS `%s`' % db
+                    for db in self.db.values()])
+
+    def _create_vhost(self):
+        self._run('rabbitmqctl', '-q', 'add_vhost', self.vhost)
+        self.created.append('vhost')
+        self._run('rabbitmqctl', '-q', 'set_permissions', '-p', self.vhost,
+                  'guest', '.*', '.*', '.*')
+
+    def _delete_vhost(self):
+        self._run('rabbitmqctl', '-q', 'delete_vhost', self.vhost)
+
+    # Start-up
+    def start(self):
+        """Everything, from nothing; the deployment is usable on return."""
+        t0 = time.monotonic()
+        for sub in ('etc', 'logs', 'state', 'instances', 'hosts'):
+            os.makedirs(self.path(sub), exist_ok=True)
+        self.progress('run %s in %s', self.run_id, self.dir)
+        image = self.path('state', 'evac-tiny.qcow2')
+        self._run('qemu-img', 'create', '-q', '-f', 'qcow2', image, '64M')
+
+        self._create_databases()
+        self._create_vhost()
+        self.progress('databases %s and vhost %s created',
+                      ', '.join(sorted(self.db.values())), self.vhost)
+        self._write_control_confs()
+        nova_conf = self.path('etc', 'nova.conf')
+        manage = [self._bin('nova-manage'), '--config-file', nova_conf]
+
+        # The four schemas are independent: write them side by side (the
+        # cell databases with --local_cell, one configuration each).
+        cell0_conf = self._write_conf('nova-cell0.conf', {
+            'database': {'connection': self._db_url('cell0')}})
+        self._run_parallel(
+            ('placement-db-sync', self._bin('placement-manage'),
+             '--config-file', self.path('etc', 'placement.conf'),
+             'db', 'sync'),
+            ('api-db-sync',) + tuple(manage) + ('api_db', 'sync'),
+            ('cell1-db-sync',) + tuple(manage) + (
+                'db', 'sync', '--local_cell'),
+            ('cell0-db-sync', self._bin('nova-manage'), '--config-file',
+             cell0_conf, 'db', 'sync', '--local_cell'),
+            before=self._start_hosts)
+        self._run(*manage, 'cell_v2', 'map_cell0', '--database_connection',
+                  self._db_url('cell0'))
+        self._run(*manage, 'cell_v2', 'create_cell', '--name', 'cell1',
+                  '--database_connection', self._db_url('cell1'),
+                  '--transport-url', self.transport_url)
+        self.progress('schemas synced; cells mapped')
+
+        self._start_control()
+        for host in self.host_names:
+            self.compute_conf(host)
+            self.start_compute(host, STOCK, wait=False)
+        for host in self.host_names:
+            self.wait_compute(host)
+        self._run(*manage, 'cell_v2', 'discover_hosts')
+        self.progress('hosts discovered')
+        self.wait_providers()
+        flavor = self.compute.create_flavor(**FLAVOR)
+        self.flavor_id = flavor['id']
+        self.timings['start-up'] = time.monotonic() - t0
+        self.progress('deployment ready in %.1fs', self.timings['start-up'])
+
+    def _uwsgi(self, name, module, port, env):
+        # uWSGI's HTTP socket closes each connection after its response:
+        # say so, or pooling clients (keystoneauth) reuse a closed one.
+        argv = [self._bin('uwsgi'), '--http-socket', '127.0.0.1:%d' % port,
+                '--add-header', 'Connection: close',
+                '--module', module, '--virtualenv', sys.prefix,
+                '--master', '--processes', '1', '--threads', '4',
+                '--enable-threads', '--die-on-term', '--need-app',
+                '--buffer-size', '65535', '--hook-master-start',
+                'unix_signal:15 gracefully_kill_them_all']
+        for key, value in env.items():
+            argv += ['--env', '%s=%s' % (key, value)]
+        return Service(name, argv, self.path('logs', '%s.log' % name))
+
+    def _start_control(self):
+        standins = Service('standins', [
+            sys.executable, '-m', 'nova_evac_cleanup.deployment.standins',
+            '--glance-port', str(self.ports['glance']),
+            '--neutron-port', str(self.ports['neutron']),
+            '--image', self.path('state', 'evac-tiny.qcow2'),
+            '--image-id', IMAGE_ID], self.path('logs', 'standins.log'))
+        placement = self._uwsgi(
+            'placement', 'placement.wsgi.api:application',
+            self.ports['placement'],
+            {'OS_PLACEMENT_CONFIG_DIR': self.path('etc')})
+        api = self._uwsgi(
+            'nova-api', 'nova.wsgi.osapi_compute:application',
+            self.ports['api'],
+            {'OS_NOVA_CONFIG_DIR': self.path('etc'),
+             'OS_NOVA_CONFIG_FILES': 'api-paste.ini;nova.conf'})
+        nova_conf = self.path('etc', 'nova.conf')
+        conductor = Service('nova-conductor', [
+            self._bin('nova-conductor'), '--config-file', nova_conf],
+            self.path('logs', 'nova-conductor.log'))
+        scheduler = Service('nova-scheduler', [
+            self._bin('nova-scheduler'), '--config-file', nova_conf],
+            self.path('logs', 'nova-scheduler.log'))
+        for svc in (standins, placement, api, conductor, scheduler):
+            self.services[svc.name] = svc
+            svc.start()
+        self.progress('started stand-ins, placement, nova-api, '
+                      'nova-conductor, nova-scheduler')
+        self._wait_http(placement, self.placement.url + '/')
+        self._wait_http(api, self.compute.url + '/')
+        self.progress('placement and nova-api answer')
+        for svc in (conductor, scheduler):
+            self._wait_service_up('control', svc.name, svc)
+        self.progress('nova-conductor and nova-scheduler up')
+
+    def _wait_http(self, svc, url, timeout=120):
+        import requests
+
+        def answers():
+            svc.check()
+            try:
+                return requests.get(url, timeout=5).status_code < 500
+            except requests.RequestException:
+                return False
+
+        hypervisor.wait_for(answers, timeout, '%s at %s' % (svc.name, url),
+                            interval=0.25)
+
+    def _wait_service_up(self, host, binary, svc, timeout=180):
+        """Up in the API, with a heartbeat since the process started."""
+        def up():
+            svc.check()
+            ref = self.compute.service(host, binary)
+            return (ref and ref['state'] == 'up' and ref['updated_at'] and
+                    _parse_time(ref['updated_at']) >= svc.started_at)
+
+        hypervisor.wait_for(up, timeout, '%s on %s up' % (binary, host),
+                            interval=0.25)
+
+    def wait_providers(self, timeout=120):
+        def present():
+            names = self.placement.providers()
+            return all(h in names for h in self.host_names)
+
+        hypervisor.wait_for(present, timeout, 'resource providers')
+        self.progress('resource providers in placement: %s',
+                      ', '.join(self.host_names))
+
+    # Computes
+    def compute_service(self, host):
+        return self.services.get('nova-compute-%s' % host)
+
+    def start_compute(self, host, binary=STOCK, wait=True):
+        name = 'nova-compute-%s' % host
+        conf = self.path('etc', 'nova-compute-%s.conf' % host)
+        svc = Service(name, [self._bin(binary), '--config-file', conf],
+                      self.path('logs', '%s.log' % name))
+        svc.binary = binary
+        self.services[name] = svc
+        svc.start()
+        self.progress('%s started (%s)', name, binary)
+        if wait:
+            self.wait_compute(host)
+        return svc
+
+    def wait_compute(self, host, timeout=180):
+        t0 = time.monotonic()
+        svc = self.compute_service(host)
+        self._wait_service_up(host, 'nova-compute', svc, timeout)
+        self.progress('nova-compute on %s up (%.1fs)', host,
+                      time.monotonic() - t0)
+
+    def stop_compute(self, host, sig=signal.SIGTERM):
+        svc = self.services.pop('nova-compute-%s' % host, None)
+        if svc:
+            if sig == signal.SIGKILL:
+                svc.kill()
+            else:
+                svc.stop(sig)
+            self.progress('nova-compute on %s stopped (%s)', host,
+                          signal.Signals(sig).name)
+
+    def restart_compute(self, host, binary=STOCK, **conf):
+        """Stop, reconfigure and start a host's nova-compute."""
+        self.stop_compute(host)
+        self.compute_conf(host, **conf)
+        return self.start_compute(host, binary)
+
+    def crash_host(self, host):
+        """The host dies: nova-compute, libvirtd and every QEMU at once."""
+        self.stop_compute(host, signal.SIGKILL)
+        self.hosts[host].stop()
+        self.progress('host %s crashed (nova-compute, libvirtd, QEMU '
+                      'killed)', host)
+
+    def revive_host(self, host, binary=STOCK, wait=True, **conf):
+        if not self.hosts[host].running:
+            self.hosts[host].start()
+        self.compute_conf(host, **conf)
+        return self.start_compute(host, binary, wait=wait)
+
+    def nova_manage(self, *args, conf=None):
+        return subprocess.run(
+            [self._bin('nova-manage'), '--config-file',
+             conf or self.path('etc', 'nova.conf')] + list(args),
+            capture_output=True, text=True, timeout=300)
+
+    def rss(self):
+        """{service: RSS in KiB}, libvirtd and QEMU of each host included."""
+        result = {name: svc.rss_kb() for name, svc in self.services.items()}
+        for name, host in self.hosts.items():
+            if host.running:
+                result['libvirtd+qemu-%s' % name] = rss_kb(host.proc.pid)
+        return result
+
+    # Tear-down
+    def stop(self, keep_logs=False):
+        """Stop everything, drop the databases and the vhost.
+
+        :param keep_logs: keep the run's directory (logs, configuration)
+        """
+        t0 = time.monotonic()
+        # Nothing is kept: no need for graceful shutdowns.
+        for name in list(self.services):
+            self.services.pop(name).stop(signal.SIGKILL)
+        for host in self.hosts.values():
+            host.stop()
+        errors = []
+        if 'databases' in self.created:
+            try:
+                self._drop_databases()
+            except Exception as e:
+                errors.append('dropping databases: %s' % e)
+        if 'vhost' in self.created:
+            try:
+                self._delete_vhost()
+            except Exception as e:
+                errors.append('deleting vhost: %s' % e)
+        self.created = []
+        self.timings['tear-down'] = time.monotonic() - t0
+        if keep_logs:
+            self.progress('torn down in %.1fs; logs kept in %s',
+                          self.timings['tear-down'], self.logs_dir)
+        else:
+            self.progress('torn down in %.1fs', self.timings['tear-down'])
+            shutil.rmtree(self.dir, ignore_errors=True)
+        if errors:
+            raise RuntimeError('; '.join(errors))
