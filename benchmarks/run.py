@@ -16,9 +16,11 @@
 
 ``tox -e bench`` runs this. Each scenario of ``scenarios.py`` runs as a
 test method of ``EvacuateTestCase`` twice, on stock nova and with the
-cleanup manager, in fresh nova services; then the functional suite is timed
-with stestr in a subprocess. The results and the machine go to
-``benchmarks/RESULTS.md`` (``--output``) and, raw, to ``--json``.
+cleanup manager, in fresh nova services (the start-up sweep with the
+cleanup manager only); then the functional suite is timed with stestr in a
+subprocess. The results and the machine go to ``benchmarks/RESULTS.md``
+(``--output``) and, raw, to ``--json``. With ``--only``, the sections of
+the benchmarks not run are kept from the existing ``--output``.
 """
 
 import argparse
@@ -34,6 +36,17 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 
+#: The benchmarks, in the report's order.
+SECTIONS = ('success', 'failure', 'host', 'suite', 'sweep')
+
+
+def sizes(text):
+    values = [int(value) for value in text.split(',')]
+    if values != sorted(values) or values[0] < 0:
+        raise argparse.ArgumentTypeError('ascending numbers >= 0')
+    return values
+
+
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--success-count', type=int, default=50,
@@ -46,9 +59,17 @@ def parse_args(argv):
     parser.add_argument('--seed', type=int, default=6)
     parser.add_argument('--storage', default='non-shared',
                         choices=('non-shared', 'shared', 'rbd'))
-    parser.add_argument('--only', action='append',
-                        choices=('success', 'failure', 'host', 'suite'),
-                        help='run only these benchmarks (repeatable)')
+    parser.add_argument('--sweep-records', type=sizes,
+                        default=[0, 100, 10000],
+                        help='old evacuation records to the restarted '
+                        'host, comma-separated, ascending')
+    parser.add_argument('--sweep-restarts', type=int, default=5,
+                        help='restarts at each number of records')
+    parser.add_argument('--sweep-guests', type=int, default=2,
+                        help='servers evacuated to the restarted host')
+    parser.add_argument('--only', action='append', choices=SECTIONS,
+                        help='run only these benchmarks (repeatable); the '
+                        'sections of the others are kept from --output')
     parser.add_argument('--output',
                         default=os.path.join(HERE, 'RESULTS.md'))
     parser.add_argument('--json', help='also write the raw results here')
@@ -75,7 +96,23 @@ def machine():
         'platform': platform.platform(),
         'nova': metadata.version('nova'),
         'placement': metadata.version('openstack-placement'),
-        'date': time.strftime('%Y-%m-%d %H:%M:%S %Z')}
+        'date': time.strftime('%Y-%m-%d %H:%M:%S %Z'),
+        'commit': commit()}
+
+
+def commit():
+    """The commit the code measured comes from, if in a git checkout."""
+    try:
+        head = subprocess.run(
+            ['git', 'rev-parse', '--short', 'HEAD'], cwd=ROOT,
+            capture_output=True, text=True, check=True).stdout.strip()
+        changed = subprocess.run(
+            ['git', 'status', '--porcelain', '--', 'nova_evac_cleanup'],
+            cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return 'unknown'
+    return head + (' with local changes to nova_evac_cleanup'
+                   if changed.strip() else '')
 
 
 def run_scenario(method, fixed, args, quiet=False):
@@ -94,7 +131,10 @@ def run_scenario(method, fixed, args, quiet=False):
                            'failure_repeat': args.failure_repeat,
                            'host_count': args.host_count,
                            'fail_ratio': args.fail_ratio,
-                           'seed': args.seed}})
+                           'seed': args.seed,
+                           'sweep_records': args.sweep_records,
+                           'sweep_restarts': args.sweep_restarts,
+                           'sweep_guests': args.sweep_guests}})
     test = cls(method)
     result = testtools.TestResult()
     started = time.perf_counter()
@@ -153,21 +193,27 @@ def report(data, args):
     med = scenarios.median
     m = data['machine']
     out = ['# Benchmarks: stock nova vs nova-evac-cleanup', '',
-           'Written by `tox -e bench` (`benchmarks/run.py`); numbers from '
-           'one run, ratios are fixed / stock. Real nova in-process (API, '
-           'conductor, scheduler, placement, computes) on the fake libvirt '
-           'driver, %s storage; each scenario ran in fresh services for '
-           'stock and for fixed. Times are measured from the API request '
-           'to the state being visible through the API, polled every '
-           '%.2f s. One run on a machine that may be doing other work: '
-           'read ratios within about 0.85-1.15 as equal.' % (
-               args.storage, scenarios.POLL), '',
+           'Written by `tox -e bench` (`benchmarks/run.py`); the numbers of '
+           'each section come from one run, and the Machine table says '
+           'which run (a run of some sections only, `--only`, keeps the '
+           'others from the run before). Ratios are fixed / stock. Real '
+           'nova in-process (API, conductor, scheduler, placement, '
+           'computes) on the fake libvirt driver, %s storage; each scenario '
+           'ran in fresh services for stock and for fixed. Times are '
+           'measured from the API request to the state being visible '
+           'through the API, polled every %.2f s. One run on a machine that '
+           'may be doing other work: read ratios within about 0.85-1.15 as '
+           'equal.' % (args.storage, scenarios.POLL), '',
            '## Machine', '',
-           '| nproc | CPU | Python | nova | placement | platform | date |',
-           '|---|---|---|---|---|---|---|',
-           '| %s | %s | %s | %s | %s | %s | %s |' % (
+           '| sections | nproc | CPU | Python | nova | placement | platform '
+           '| date | commit |',
+           '|---|---|---|---|---|---|---|---|---|',
+           '| %s | %s | %s | %s | %s | %s | %s | %s | %s |' % (
+               ', '.join(str(SECTIONS.index(key) + 1) for key in SECTIONS
+                         if key in data),
                m['nproc'], m['cpu'], m['python'], m['nova'],
-               m['placement'], m['platform'], m['date']), '']
+               m['placement'], m['platform'], m['date'],
+               m.get('commit', 'not recorded')), '']
 
     if 'success' in data:
         s, f = data['success']['stock'], data['success']['fixed']
@@ -290,10 +336,203 @@ def report(data, args):
                     r.get('failed', '0'), r.get('sum', '?'),
                     r['returncode']), '']
 
+    if 'sweep' in data:
+        out += sweep_section(data['sweep']['fixed'], med)
+
     if data.get('errors'):
         out += ['## Errors', '', 'These runs failed; their numbers are '
                 'missing or partial: %s.' % ', '.join(data['errors']), '']
     return '\n'.join(out)
+
+
+def sweep_section(run, med):
+    r = run['results'].get('sweep')
+    if not r:
+        return []
+    weights = dict(scenarios_history())
+    total = sum(weights.values())
+    out = ['## 5. Start-up sweep', '',
+           'The destination, with %d servers it got by evacuation (their '
+           'records are the second column\'s extra ones) and no '
+           'journal entry left (nothing to do), restarts %d times at each '
+           'number of old evacuation records to it, added in bulk with '
+           'their instances (%s; %d%% of the instances deleted since, the '
+           'others hosted elsewhere); the sizes one after the other in one '
+           'test, each adding records to those before. nova\'s own '
+           '`ComputeManager.init_host` and the sweep (`recovery.sweep`, '
+           'which the manager\'s `init_host` runs after it) are timed '
+           'separately, medians of the restarts; SQL '
+           'queries (transaction control left out) are counted on the '
+           'thread that runs each, on nova\'s cell database (and, in '
+           'brackets, on placement and the API database). nova\'s database '
+           'is the functional tests\' in-memory SQLite. Goal (issue 10): '
+           'the sweep under 5%% of nova\'s `init_host`.' % (
+               r['guests'], r['restarts'],
+               ', '.join('%s %d%%' % (status, 100 * weight / total)
+                         for status, weight in scenarios_history()),
+               100 * scenarios_deleted()), '',
+           '| old evacuation records | evacuation records to the host | '
+           'nova init_host ms | sweep ms | sweep / init_host | goal < 5% '
+           '| sweep max ms | manager init_host ms | restart ms | examined '
+           '| SQL nova init_host | SQL sweep |',
+           '|---|---|---|---|---|---|---|---|---|---|---|---|']
+    for size in r['sizes']:
+        nova, sweep = med(size['nova_init_host']), med(size['sweep'])
+        share = 100 * ratio(sweep, nova)
+        out.append(
+            '| %d | %d | %.1f | %.2f | %.1f%% | %s | %.2f | %.1f | %.1f '
+            '| %s | %s (%s) | %s (%s) |' % (
+                size['records'], size['records_in_db'], nova * 1000,
+                sweep * 1000, share, 'met' if share < 5 else 'NOT met',
+                max(size['sweep']) * 1000, med(size['init_host']) * 1000,
+                med(size['restart']) * 1000,
+                '/'.join(str(v) for v in sorted(set(size['examined']))),
+                med(size['nova_init_host_queries']),
+                med(size['nova_init_host_other_queries']),
+                med(size['sweep_queries']),
+                med(size['sweep_other_queries'])))
+    sizes = r['sizes']
+    shares = [(size['records'],
+               100 * ratio(med(size['sweep']), med(size['nova_init_host'])))
+              for size in sizes]
+    queries = sorted({q for size in sizes for q in size['sweep_queries']})
+    out += ['', 'Goal met at %s; not met at %s. The sweep ran %s quer%s on '
+            'nova\'s database per start at every size; its median time at '
+            '%d records is %.1f times that at %d.' % (
+                ', '.join('%d records' % n for n, share in shares
+                          if share < 5) or 'no size',
+                ', '.join('%d records' % n for n, share in shares
+                          if not share < 5) or 'no size',
+                '/'.join(map(str, queries)),
+                'y' if queries == [1] else 'ies',
+                sizes[-1]['records'],
+                ratio(med(sizes[-1]['sweep']), med(sizes[0]['sweep'])),
+                sizes[0]['records'])]
+    out += ['', 'manager init_host: the whole of it (the host lock, nova\'s, '
+            'the sweep); restart: stopping the service and starting a new '
+            'one; examined: what the sweep logged it examined (journal '
+            'entries and foreign guests). Each restart, ms, nova init_host '
+            '/ sweep:', '']
+    for size in r['sizes']:
+        out.append('* %d records: %s; the sweep logged (%d of %d restarts): '
+                   '%s' % (
+                       size['records'], ', '.join(
+                           '%.1f / %.2f' % (a * 1000, b * 1000) for a, b in
+                           zip(size['nova_init_host'], size['sweep'])),
+                       size['sweep_log_lines'], r['restarts'],
+                       '`%s`' % size['sweep_log'][-1].split('] ', 1)[-1]
+                       .strip() if size['sweep_log'] else 'nothing'))
+    out += ['', 'The sweep\'s queries on nova\'s database at the last '
+            'restart, with SQLite\'s query plan (`EXPLAIN QUERY PLAN`, '
+            'run afterwards with the same parameters):', '']
+    for size in r['sizes']:
+        for query in size.get('sweep_plans', []):
+            out.append('* %d records: `SELECT ... %s`: %s' % (
+                size['records'], query['sql'],
+                '; '.join('`%s`' % step for step in query['plan'])))
+        if not size.get('sweep_plans'):
+            out.append('* %d records: none' % size['records'])
+    if any(step.endswith('(deleted=?)') for size in sizes
+           for query in size.get('sweep_plans', []) for step in query['plan']):
+        out += ['', 'An index searched with `deleted=?` alone reads every '
+                'row not deleted, in the order of the index, each tested '
+                'against the `WHERE` clause: every live instance of the '
+                'cell (here those of about %d%% of the old records, and '
+                'the guests).' % (
+                    100 * (1 - scenarios_deleted()))]
+    out += ['', 'nova\'s own `init_host` queries on its database that scan '
+            'a whole table, at the last restart:', '']
+    for size in r['sizes']:
+        scans = [query for query in size.get('nova_init_host_plans', [])
+                 if any(step.startswith('SCAN ') for step in query['plan'])]
+        for query in scans:
+            out.append('* %d records: `SELECT ... %s`: %s' % (
+                size['records'], query['sql'],
+                '; '.join('`%s`' % step for step in query['plan'])))
+        if not scans:
+            out.append('* %d records: none' % size['records'])
+    out.append('')
+    return out
+
+
+def scenarios_history():
+    import scenarios
+    return scenarios.HISTORY
+
+
+def scenarios_deleted():
+    import scenarios
+    return scenarios.DELETED_SHARE
+
+
+def merge(text, previous, run):
+    """Keep the sections of ``previous`` this run did not produce.
+
+    :param run: the keys of SECTIONS this run ran
+    :returns: the report, its sections in order, with a Machine row per
+        run the sections come from
+    """
+    new, old = split(text), split(previous)
+    kept = {number: lines for number, lines in old.items()
+            if isinstance(number, int) and number not in new and
+            SECTIONS[number - 1] not in run}
+    if not kept:
+        return text
+    rows = [line for line in new['Machine'] if line.startswith('|')][:3]
+    table = [line for line in old.get('Machine', [])
+             if line.startswith('|')]
+    old_format = not table or not table[0].startswith('| sections ')
+    for row in table[2:]:
+        if old_format:
+            numbers = sorted(kept)
+            cells = row.split('|')[1:-1] + [' not recorded ']
+        else:
+            cells = row.split('|')[1:-1]
+            numbers = [int(n) for n in cells.pop(0).split(',')
+                       if n.strip() and int(n) in kept]
+        if numbers:
+            rows.append('| %s |%s|' % (', '.join(map(str, numbers)),
+                                       '|'.join(cells)))
+    out = new['preamble'] + new['Machine'][:2] + rows + ['']
+    for number in sorted(set(kept) | {n for n in new if isinstance(n, int)}):
+        lines = new.get(number) or kept[number]
+        while lines and not lines[-1].strip():
+            lines = lines[:-1]
+        out += lines + ['']
+    if 'Errors' in new:
+        out += new['Errors']
+    while out and not out[-1].strip():
+        out.pop()
+    return '\n'.join(out)
+
+
+def split(text):
+    """The report by section: its number, 'Machine', 'Errors', 'preamble'.
+
+    Each with its lines, the heading included.
+    """
+    sections = {'preamble': []}
+    current = sections['preamble']
+    for line in text.splitlines():
+        if line.startswith('## '):
+            title = line[3:].strip()
+            number = title.split('.', 1)[0]
+            key = int(number) if number.isdigit() else title
+            current = sections[key] = []
+        current.append(line)
+    return sections
+
+
+def write(path, text, run):
+    """Write the report, merged with the sections kept from ``path``."""
+    try:
+        with open(path) as stream:
+            text = merge(text, stream.read(), run)
+    except FileNotFoundError:
+        pass
+    with open(path, 'w') as output:
+        output.write(text + '\n')
+    return text
 
 
 def left(debris):
@@ -319,7 +558,7 @@ def steps(counts):
 
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    only = set(args.only or ('success', 'failure', 'host', 'suite'))
+    only = set(args.only or SECTIONS)
     # No test timeout for the scenarios: 50 evacuations take longer than
     # the functional tests' 160 s.
     os.environ['OS_TEST_TIMEOUT'] = '0'
@@ -331,8 +570,8 @@ def main(argv=None):
             data = json.load(raw)
         if 'suite' in data:
             data['suite']['ran'] = data['suite'].get('ran', '?').split()[0]
-        with open(args.output, 'w') as output:
-            output.write(report(data, args) + '\n')
+        write(args.output, report(data, args),
+              {key for key in SECTIONS if key in data})
         return 0
 
     data = {'machine': machine(), 'args': vars(args), 'errors': []}
@@ -345,11 +584,13 @@ def main(argv=None):
             **dict(vars(args), success_count=2)), quiet=True)
     for key, method in (('success', 'test_success_path'),
                         ('failure', 'test_failure_path'),
-                        ('host', 'test_host_evacuation')):
+                        ('host', 'test_host_evacuation'),
+                        ('sweep', 'test_sweep_startup')):
         if key not in only:
             continue
         data[key] = {}
-        for fixed in (False, True):
+        # Stock nova has no start-up sweep to measure.
+        for fixed in (True,) if key == 'sweep' else (False, True):
             name = 'fixed' if fixed else 'stock'
             run = run_scenario(method, fixed, args)
             data[key][name] = run
@@ -361,9 +602,7 @@ def main(argv=None):
         sys.stderr.write('  functional suite: %.1f s\n' %
                          data['suite']['seconds'])
 
-    text = report(data, args)
-    with open(args.output, 'w') as output:
-        output.write(text + '\n')
+    text = write(args.output, report(data, args), only)
     if args.json:
         with open(args.json, 'w') as output:
             json.dump(data, output, indent=1, sort_keys=True, default=str)

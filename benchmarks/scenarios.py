@@ -16,7 +16,8 @@
 
 ``run.py`` runs each scenario twice, on stock nova (``FIXED`` False) and
 with the cleanup manager (``FIXED`` True), in fresh services each time, and
-reads what the scenario measured from ``self.results``. Nothing here
+reads what the scenario measured from ``self.results``; the start-up sweep,
+which stock nova has not, runs with the cleanup manager only. Nothing here
 asserts a time: the methods only fail when nova does not get where the
 scenario needs it (a server that never becomes ACTIVE, ...).
 
@@ -25,11 +26,21 @@ measured; these scenarios poll every :data:`POLL` seconds instead.
 """
 
 import collections
+import datetime
+import functools
 import random
 import statistics
 import time
 
 import fixtures
+import greenlet
+from nova import context as nova_context
+from nova.db.main import api as db_api
+from nova.db.main import models
+from nova import objects
+from oslo_utils import timeutils
+from oslo_utils import uuidutils
+import sqlalchemy as sa
 
 from nova_evac_cleanup import manager
 from nova_evac_cleanup.testing import fake_libvirt
@@ -39,6 +50,16 @@ SOURCE = base.SOURCE
 DEST = base.DEST
 POLL = 0.02
 TIMEOUT = 300
+
+#: The statuses an old evacuation record to a host has, and how often: a
+#: source that came back marked it ``completed``, one that did not yet left
+#: it ``done``; ``failed`` ones failed on the destination.
+HISTORY = (('completed', 6), ('done', 2), ('failed', 2))
+#: The share of old records whose instance has been deleted since.
+DELETED_SHARE = 0.5
+#: Statements not counted as queries.
+TRANSACTION_CONTROL = frozenset(['BEGIN', 'COMMIT', 'ROLLBACK', 'SAVEPOINT',
+                                 'RELEASE'])
 
 
 def per_instance_faults(world, faults):
@@ -320,6 +341,247 @@ class Scenarios(base.EvacuateTestCase):
             'audit_code': code, 'orphaned_allocations': orphaned,
             'manual_steps': dict(steps),
             'first_seconds': first_seconds, 'retry_seconds': retry_seconds}
+
+    # 4. The start-up sweep.
+
+    def test_sweep_startup(self):
+        """Restarts of the destination with a growing evacuation history.
+
+        A few servers are evacuated to the destination for real (its
+        journal directory and its guests are a real host's), then old
+        evacuation records to it are added in bulk, with their instances,
+        until there are each of ``sweep_records``; at each size the
+        destination restarts ``sweep_restarts`` times with nothing to do.
+        Timed per restart: nova's own ``ComputeManager.init_host``, the
+        sweep (``recovery.sweep``) and the manager's whole ``init_host``;
+        counted: the SQL queries each runs on its own thread.
+        """
+        if not self.FIXED:
+            self.skipTest('stock nova has no start-up sweep')
+        guests = self._boot_many(self.params['sweep_guests'])
+        self._fail_source()
+        for server in self._evacuate_all(guests).values():
+            if server['status'] != 'ACTIVE':
+                self.fail('evacuation failed: %s' % server.get('fault'))
+        timings, statements = self._time_start_up()
+        sizes = []
+        records = 0
+        for target in self.params['sweep_records']:
+            started = time.perf_counter()
+            self._add_old_evacuations(target - records, records)
+            insert_seconds = time.perf_counter() - started
+            records = target
+            for key in timings:
+                del timings[key][:]
+            log_before = len(self.stdlog.logger.output)
+            for _ in range(self.params['sweep_restarts']):
+                started = time.perf_counter()
+                self.compute1 = self.restart_compute_service(self.compute1)
+                timings['restart'].append(time.perf_counter() - started)
+            sweep_log = [line for line in
+                         self.stdlog.logger.output[log_before:].splitlines()
+                         if 'interrupted evacuation to %s' % DEST in line]
+            size = {'records': target, 'insert_seconds': insert_seconds,
+                    'records_in_db': self._count_evacuations_to(DEST),
+                    'sweep_log_lines': len(sweep_log),
+                    'sweep_plans': self._explain(statements['sweep']),
+                    'nova_init_host_plans': self._explain(
+                        statements['nova_init_host']),
+                    'sweep_log': sweep_log[-1:]}
+            size.update({key: list(values)
+                         for key, values in timings.items()})
+            sizes.append(size)
+        self.results['sweep'] = {
+            'guests': len(guests), 'restarts': self.params['sweep_restarts'],
+            'sizes': sizes}
+
+    def _time_start_up(self):
+        """Time and count nova's init_host, the sweep, the whole start.
+
+        The real functions run, wrapped. SQL queries (transaction control
+        left out) are counted per database (nova's cell databases, and the
+        rest: placement, the API database) on the thread that runs the
+        wrapped function only; those of nova's init_host and of the sweep
+        on nova's database are kept in ``statements`` (of their last run)
+        to explain them afterwards.
+
+        :returns: lists of the measures, appended to at each start, and
+            the statements
+        """
+        timings = collections.defaultdict(list)
+        statements = {'nova_init_host': [], 'sweep': []}
+        counting = []
+        cells = set()
+        ctxt = nova_context.get_admin_context()
+        for cell in self.cell_mappings.values():
+            with nova_context.target_cell(ctxt, cell) as cctxt:
+                cells.add(db_api.get_engine(context=cctxt))
+
+        def statement(conn, cursor, sql, parameters, context, many):
+            if sql.split(None, 1)[0].upper() in TRANSACTION_CONTROL:
+                return
+            nova = conn.engine in cells
+            current = greenlet.getcurrent()
+            for thread, name, counts in counting:
+                if thread is current:
+                    counts['nova' if nova else 'other'] += 1
+                    if name in statements and nova:
+                        statements[name].append(
+                            (conn.engine, sql, parameters))
+
+        sa.event.listen(sa.engine.Engine, 'before_cursor_execute',
+                        statement)
+        self.addCleanup(sa.event.remove, sa.engine.Engine,
+                        'before_cursor_execute', statement)
+
+        def timed(name, original, result=None):
+            # nova_support.check() looks through the wrapper at nova's
+            # signature.
+            @functools.wraps(original)
+            def wrapper(*args, **kwargs):
+                counts = collections.Counter()
+                entry = (greenlet.getcurrent(), name, counts)
+                if name in statements:
+                    del statements[name][:]
+                counting.append(entry)
+                started = time.perf_counter()
+                try:
+                    value = original(*args, **kwargs)
+                finally:
+                    timings[name].append(time.perf_counter() - started)
+                    counting[:] = [e for e in counting if e is not entry]
+                    timings[name + '_queries'].append(counts['nova'])
+                    timings[name + '_other_queries'].append(counts['other'])
+                if result is not None:
+                    result(value)
+                return value
+            return wrapper
+
+        def found(value):
+            findings, examined = value
+            timings['examined'].append(examined)
+            timings['findings'].append(len(findings))
+
+        from nova.compute import manager as nova_manager
+        from nova_evac_cleanup import recovery
+        for name, owner, attr, result in (
+                ('nova_init_host', nova_manager.ComputeManager, 'init_host',
+                 None),
+                ('init_host', manager.EvacuateCleanupMixin, 'init_host',
+                 None),
+                ('sweep', recovery, 'sweep', None),
+                ('find', recovery, 'find', found)):
+            self.useFixture(fixtures.MonkeyPatch(
+                '%s.%s.%s' % (owner.__module__, owner.__qualname__, attr)
+                if isinstance(owner, type) else
+                '%s.%s' % (owner.__name__, attr),
+                timed(name, getattr(owner, attr), result)))
+        return timings, statements
+
+    @staticmethod
+    def _explain(statements):
+        """The query plans of the statements, on SQLite only.
+
+        Run after the timed start: ``EXPLAIN QUERY PLAN`` of each, with the
+        parameters it ran with.
+        """
+        plans = []
+        for engine, sql, parameters in statements:
+            if engine.dialect.name != 'sqlite':
+                continue
+            with engine.connect() as conn:
+                rows = conn.exec_driver_sql(
+                    'EXPLAIN QUERY PLAN ' + sql, parameters).fetchall()
+            where = ' '.join(sql.split())
+            where = where[where.find(' FROM '):].strip()
+            plans.append({'sql': where,
+                          'plan': [row[-1] for row in rows]})
+        return plans
+
+    def _add_old_evacuations(self, count, first):
+        """Add ``count`` old evacuation records to the destination.
+
+        With their instances, as nova's schema wants: hosted elsewhere
+        since (an evacuation that failed left its instance on its source),
+        or deleted, with their migrations, as nova deletes them. Inserted
+        in bulk through nova's models into the destination's cell database,
+        created over the last three years.
+        """
+        if count <= 0:
+            return
+        rng = random.Random(self.params['seed'] + first)
+        ctxt = nova_context.get_admin_context()
+        cell = self.host_mappings[DEST].cell_mapping
+        statuses = [status for status, weight in HISTORY
+                    for _ in range(weight)]
+        now = timeutils.utcnow()
+        instances, migrations = [], []
+        with nova_context.target_cell(ctxt, cell) as cctxt:
+            node = objects.ComputeNodeList.get_all_by_host(cctxt, DEST)[0]
+            for i in range(first, first + count):
+                uuid = uuidutils.generate_uuid()
+                status = rng.choice(statuses)
+                source = 'old-compute%d' % rng.randrange(20)
+                host = source if status == 'failed' else (
+                    'old-compute%d' % rng.randrange(20))
+                created = now - datetime.timedelta(
+                    minutes=rng.randrange(3 * 365 * 24 * 60))
+                deleted = rng.random() < DELETED_SHARE
+                gone = created + datetime.timedelta(days=1) if deleted \
+                    else None
+                instances.append({
+                    'uuid': uuid, 'created_at': created,
+                    'updated_at': gone or created, 'deleted_at': gone,
+                    'user_id': 'old-user', 'project_id': 'old-project',
+                    'display_name': 'old-%d' % i, 'hostname': 'old-%d' % i,
+                    'host': host, 'node': host, 'launched_on': source,
+                    'vm_state': 'deleted' if deleted else (
+                        'error' if status == 'failed' else 'active'),
+                    'power_state': 0 if deleted or status == 'failed'
+                    else 1,
+                    'task_state': None, 'memory_mb': 512, 'vcpus': 1,
+                    'root_gb': 1, 'ephemeral_gb': 0,
+                    'launched_at': created, 'terminated_at': gone,
+                    'availability_zone': 'nova', 'cleaned': int(deleted)})
+                migrations.append({
+                    'uuid': uuidutils.generate_uuid(),
+                    'instance_uuid': uuid, 'created_at': created,
+                    'updated_at': created + datetime.timedelta(minutes=2),
+                    'deleted_at': gone,
+                    'source_compute': source, 'source_node': source,
+                    'dest_compute': DEST,
+                    'dest_node': node.hypervisor_hostname,
+                    'dest_compute_id': node.id, 'dest_host': str(node.host_ip),
+                    'status': status, 'migration_type': 'evacuation',
+                    'hidden': False, 'cross_cell_move': False,
+                    'user_id': 'old-user', 'project_id': 'old-project'})
+            writer = db_api.get_context_manager(cctxt).writer
+            with writer.using(cctxt) as session:
+                session.execute(models.Instance.__table__.insert(),
+                                instances)
+                session.execute(models.Migration.__table__.insert(),
+                                migrations)
+                # nova soft-deletes with deleted = id.
+                for model in (models.Instance, models.Migration):
+                    table = model.__table__
+                    session.execute(
+                        table.update().where(
+                            table.c.deleted_at.isnot(None),
+                            table.c.deleted == 0).values(
+                                deleted=table.c.id))
+
+    def _count_evacuations_to(self, host):
+        """Evacuation records to ``host``, deleted ones included."""
+        ctxt = nova_context.get_admin_context()
+        cell = self.host_mappings[host].cell_mapping
+        with nova_context.target_cell(ctxt, cell) as cctxt:
+            reader = db_api.get_context_manager(cctxt).reader
+            with reader.using(cctxt) as session:
+                table = models.Migration.__table__
+                return session.execute(
+                    sa.select(sa.func.count()).select_from(table).where(
+                        table.c.dest_compute == host,
+                        table.c.migration_type == 'evacuation')).scalar()
 
     # What is left.
 
