@@ -338,16 +338,19 @@ def _foreign_guests(manager, context, known):
     Costs one hypervisor listing and one query, whatever the history.
 
     :param known: instance uuids already examined
-    :returns: a list of (instance, guest) to report
+    :returns: the instances to report, and the number of guests looked at
     """
     uuids = set(manager.driver.list_instance_uuids()) - set(known)
     if not uuids:
-        return []
+        return [], 0
+    # Sorted by uuid, the query is served by the uuid index alone, whatever
+    # the number of instances in the cell (nova's default sort, newest
+    # first, walks them all).
     instances = objects.InstanceList.get_by_filters(
         context, {'uuid': sorted(uuids), 'deleted': False},
-        expected_attrs=[])
+        expected_attrs=[], sort_keys=['uuid'], sort_dirs=['asc'])
     return [instance for instance in instances
-            if instance.host != manager.host]
+            if instance.host != manager.host], len(uuids)
 
 
 def find(manager, context, history=False):
@@ -365,8 +368,9 @@ def find(manager, context, history=False):
                 for entry in entries]
     examined = len(entries)
     known = {f.instance_uuid for f in findings}
-    for instance in _foreign_guests(manager, context, known):
-        examined += 1
+    foreign, guests = _foreign_guests(manager, context, known)
+    examined += guests
+    for instance in foreign:
         if not nodes:
             nodes = _nodes(manager, context)
         finding = _record_finding(manager, context, instance.uuid, nodes)
@@ -614,7 +618,7 @@ def sweep(manager, context, mode):
         return []
     if not findings:
         LOG.info('No interrupted evacuation to %s: examined %d journal '
-                 'entries and foreign guests', manager.host, examined)
+                 'entries and guests', manager.host, examined)
     for finding in findings:
         try:
             _sweep_one(manager, context, finding, mode)
