@@ -25,10 +25,12 @@ service refuses to start with a clear message on any difference.
 The same range is declared to pip in ``requirements.txt``.
 """
 
+import importlib
 import inspect
 
 from nova.compute import manager as nova_manager
 from nova import safe_utils
+from nova import utils
 
 #: The nova releases tested: 31 (2025.1) to 34 (2026.2).
 SUPPORTED = '>=31.0.0,<35.0.0'
@@ -101,3 +103,16 @@ def check(manager_class=nova_manager.ComputeManager):
         'nova-evac-cleanup supports nova %s and cannot run on this nova: '
         'ComputeManager methods it overrides have changed: %s' % (
             SUPPORTED, details))
+
+
+def spawn(func, *args, **kwargs):
+    """Run ``func`` on nova's default executor, as nova itself would.
+
+    nova 34 moved ``nova.utils.spawn`` to ``nova.thread_pool_factory``.
+    """
+    try:
+        factory = importlib.import_module('nova.thread_pool_factory')
+    except ImportError:
+        factory = None
+    run = getattr(factory, 'spawn', None) or utils.spawn
+    return run(func, *args, **kwargs)

@@ -62,6 +62,7 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from nova_evac_cleanup import journal
+from nova_evac_cleanup import nova_support
 
 CONF = cfg.CONF
 LOG = logging.getLogger(__name__)
@@ -353,9 +354,10 @@ def _foreign_guests(manager, context, known):
             if instance.host != manager.host], len(uuids)
 
 
-def find(manager, context, history=False):
+def find(manager, context, guests=True, history=False):
     """The evacuations to this host to end or report.
 
+    :param guests: also report the guests of instances hosted elsewhere
     :param history: also report evacuation records to this host that left
         no journal entry (the audit); never acted on
     :returns: ``(findings, examined)``, examined being the number of
@@ -368,8 +370,10 @@ def find(manager, context, history=False):
                 for entry in entries]
     examined = len(entries)
     known = {f.instance_uuid for f in findings}
-    foreign, guests = _foreign_guests(manager, context, known)
-    examined += guests
+    foreign = []
+    if guests:
+        foreign, count = _foreign_guests(manager, context, known)
+        examined += count
     for instance in foreign:
         if not nodes:
             nodes = _nodes(manager, context)
@@ -611,14 +615,14 @@ def sweep(manager, context, mode):
                  'only reports')
         mode = 'report'
     try:
-        findings, examined = find(manager, context)
+        findings, examined = find(manager, context, guests=False)
     except Exception:
         LOG.exception('Could not look for interrupted evacuations to %s',
                       manager.host)
         return []
     if not findings:
         LOG.info('No interrupted evacuation to %s: examined %d journal '
-                 'entries and guests', manager.host, examined)
+                 'entries', manager.host, examined)
     for finding in findings:
         try:
             _sweep_one(manager, context, finding, mode)
@@ -626,7 +630,31 @@ def sweep(manager, context, mode):
             LOG.exception('Could not deal with evacuation %s to %s',
                           finding.migration_uuid, manager.host,
                           instance_uuid=finding.instance_uuid)
+    # Only reported, so not worth delaying the start: the database is
+    # asked about the guests on this hypervisor once the service runs.
+    known = {f.instance_uuid for f in findings}
+    nova_support.spawn(_report_guests, manager, context, known)
     return findings
+
+
+def _report_guests(manager, context, known):
+    """Report the guests of instances hosted elsewhere, left here.
+
+    The guest of an evacuation that failed while the cleanup was disabled,
+    or whose cleanup failed: nothing journaled, so only reported.
+    """
+    try:
+        foreign, count = _foreign_guests(manager, context, known)
+        nodes = _nodes(manager, context) if foreign else []
+        findings = [_record_finding(manager, context, instance.uuid, nodes)
+                    for instance in foreign]
+        findings = [finding for finding in findings if finding is not None]
+        for finding in findings:
+            _sweep_one(manager, context, finding, 'report')
+        LOG.info('Guests on %s of instances hosted elsewhere: %d of %d '
+                 'guests, reported', manager.host, len(findings), count)
+    except Exception:
+        LOG.exception('Could not look at the guests on %s', manager.host)
 
 
 def _sweep_one(manager, context, finding, mode):

@@ -148,6 +148,14 @@ class _InterruptedEvacuationTest(base.EvacuateTestCase):
         self.compute0 = self.restart_compute_service(self.compute0)
         return self.compute0
 
+    def _wait_for_log(self, text, timeout=10):
+        """Wait for ``text`` in the log: the guests are reported late."""
+        deadline = time.monotonic() + timeout
+        while text not in self.stdlog.logger.output:
+            if time.monotonic() > deadline:
+                self.fail('%r never logged' % text)
+            time.sleep(0.05)
+
     def _migration(self, server):
         context = nova_context.get_admin_context()
         migrations = objects.MigrationList.get_by_filters(

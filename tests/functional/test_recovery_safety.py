@@ -251,7 +251,7 @@ class RecoverySafetyTest(interrupted._InterruptedEvacuationTest):
         self.assertEqual('running',
                          self.world.domain_state(DEST, server['id']))
         self.assertEqual(files, self.world.files(DEST, server['id']))
-        self.assertIn('failed-leftover', self.stdlog.logger.output)
+        self._wait_for_log('failed-leftover')
 
     def test_disabled_cleanup_keeps_the_interrupted_guest(self):
         """Scenario 6: nothing journaled while disabled, nothing acted on."""
@@ -268,4 +268,4 @@ class RecoverySafetyTest(interrupted._InterruptedEvacuationTest):
 
         self.assert_stuck(server, migration)
         self.assertEqual(files, self.world.files(DEST, server['id']))
-        self.assertIn('unjournaled', self.stdlog.logger.output)
+        self._wait_for_log('unjournaled')
