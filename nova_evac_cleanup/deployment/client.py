@@ -61,8 +61,8 @@ class Compute(object):
                 if attempt == 2 or method != 'GET':
                     raise
         if resp.status_code not in ok:
-            raise APIError('%s %s: %s %s' % (method, path, resp.status_code,
-                                              resp.text[:500]))
+            raise APIError('%s %s: %s %s' % (
+                method, path, resp.status_code, resp.text[:500]))
         return resp.json() if resp.content else None
 
     def get(self, path):
@@ -197,8 +197,8 @@ class Placement(object):
                 if attempt == 2:
                     raise
         if resp.status_code != 200:
-            raise APIError('GET %s: %s %s' % (path, resp.status_code,
-                                               resp.text[:500]))
+            raise APIError('GET %s: %s %s' % (
+                path, resp.status_code, resp.text[:500]))
         return resp.json()
 
     def providers(self):

@@ -55,7 +55,8 @@ use = call:nova.api.openstack.urlmap:urlmap_factory
 /v2.1/+: openstack_compute_api_v21
 
 [pipeline:openstack_compute_api_v21]
-pipeline = compute_req_id faultwrap request_log admincontext osapi_compute_app_v21
+pipeline = compute_req_id faultwrap request_log admincontext
+  osapi_compute_app_v21
 
 [pipeline:oscomputeversions]
 pipeline = faultwrap oscomputeversionapp
@@ -90,6 +91,25 @@ def free_port():
     with socket.socket() as s:
         s.bind(('127.0.0.1', 0))
         return s.getsockname()[1]
+
+
+def free_port_range(count=2):
+    """``count`` consecutive free ports: (first, last)."""
+    for _ in range(100):
+        first = free_port()
+        socks = []
+        try:
+            for port in range(first, first + count):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(('127.0.0.1', port))
+            return first, first + count - 1
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError('no %d consecutive free ports' % count)
 
 
 def utcnow():
@@ -149,8 +169,10 @@ class Service(object):
         return self.proc is not None and self.proc.poll() is None
 
     def check(self):
-        """Raise if the process exited or logged a CRITICAL error (nova
-        logs its fatal start-up errors and may then hang in shutdown)."""
+        """Raise if the process exited or logged a CRITICAL error.
+
+        nova logs its fatal start-up errors, then may hang in shutdown.
+        """
         if self.proc is not None and self.proc.poll() is not None:
             raise RuntimeError('%s exited with %s; see %s' % (
                 self.name, self.proc.returncode, self.log_file))
@@ -185,8 +207,10 @@ class Service(object):
         self.proc = None
 
     def kill(self):
-        """SIGKILL the service's main process only, as the OOM killer
-        would; its privsep daemon dies with its socket."""
+        """SIGKILL the main process only, as the OOM killer would.
+
+        Its privsep daemon dies when its socket closes.
+        """
         if self.running:
             self.proc.kill()
             self.proc.wait()
@@ -232,6 +256,7 @@ class Deployment(object):
         self.services = {}
         self.compute_opts = {}
         self.timings = {}
+        self.rss_samples = {}
         self._t0 = time.monotonic()
         self.compute = client.Compute(
             'http://127.0.0.1:%d/v2.1' % self.ports['api'])
@@ -468,7 +493,9 @@ class Deployment(object):
         self._start_control()
         for host in self.host_names:
             self.compute_conf(host)
-            self.start_compute(host, STOCK, wait=False)
+            svc = self.start_compute(host, STOCK, wait=False)
+            svc.config = dict(binary=STOCK, hook=False, shared=False,
+                              serial_ports=None)
         for host in self.host_names:
             self.wait_compute(host)
         self._run(*manage, 'cell_v2', 'discover_hosts')
@@ -477,6 +504,7 @@ class Deployment(object):
         flavor = self.compute.create_flavor(**FLAVOR)
         self.flavor_id = flavor['id']
         self.timings['start-up'] = time.monotonic() - t0
+        self.rss_samples['after start-up (idle, no guest)'] = self.rss()
         self.progress('deployment ready in %.1fs', self.timings['start-up'])
 
     def _uwsgi(self, name, module, port, env):
@@ -546,7 +574,9 @@ class Deployment(object):
         def up():
             svc.check()
             ref = self.compute.service(host, binary)
-            return (ref and ref['state'] == 'up' and ref['updated_at'] and
+            # A forced-down service is down whatever its heartbeat.
+            return (ref and ref['updated_at'] and
+                    (ref['state'] == 'up' or ref.get('forced_down')) and
                     _parse_time(ref['updated_at']) >= svc.started_at)
 
         hypervisor.wait_for(up, timeout, '%s on %s up' % (binary, host),
@@ -565,23 +595,90 @@ class Deployment(object):
     def compute_service(self, host):
         return self.services.get('nova-compute-%s' % host)
 
-    def start_compute(self, host, binary=STOCK, wait=True):
+    def start_compute(self, host, binary=STOCK, wait=True, hook=False):
+        """Start ``host``'s nova-compute.
+
+        :param binary: :data:`STOCK` or :data:`FIXED`
+        :param hook: run it with the fault hook (:mod:`.faults`), whose
+            directory is :meth:`fault_dir`
+        """
         name = 'nova-compute-%s' % host
         conf = self.path('etc', 'nova-compute-%s.conf' % host)
-        svc = Service(name, [self._bin(binary), '--config-file', conf],
+        if hook:
+            argv = [sys.executable, '-m',
+                    'nova_evac_cleanup.deployment.faults',
+                    '--fault-dir', self.fault_dir(host)]
+            if binary == FIXED:
+                argv.append('--fixed')
+        else:
+            argv = [self._bin(binary)]
+        svc = Service(name, argv + ['--config-file', conf],
                       self.path('logs', '%s.log' % name))
         svc.binary = binary
+        svc.hook = hook
         self.services[name] = svc
         svc.start()
-        self.progress('%s started (%s)', name, binary)
+        self.progress('%s started (%s%s)', name, binary,
+                      ', fault hook' if hook else '')
         if wait:
             self.wait_compute(host)
+        return svc
+
+    def fault_dir(self, host):
+        path = self.path('state', host, 'faults')
+        os.makedirs(path, exist_ok=True)
+        return path
+
+    def set_fault(self, host, fault=None):
+        """Arm (``raise``/``hang``) or disarm (None) ``host``'s hook."""
+        for name in ('fault', 'fired'):
+            try:
+                os.unlink(os.path.join(self.fault_dir(host), name))
+            except FileNotFoundError:
+                pass
+        if fault:
+            with open(os.path.join(self.fault_dir(host), 'fault'), 'w') as f:
+                f.write(fault)
+
+    def fault_fired(self, host):
+        try:
+            with open(os.path.join(self.fault_dir(host), 'fired')) as f:
+                return f.read().strip()
+        except FileNotFoundError:
+            return None
+
+    def ensure_compute(self, host, binary=STOCK, hook=False, **conf):
+        """Run ``host``'s libvirtd and nova-compute as asked.
+
+        nova-compute is restarted only if its binary or configuration
+        differ from those asked for.
+        """
+        want = dict(binary=binary, hook=hook, shared=False,
+                    serial_ports=None)
+        want.update(conf)
+        svc = self.compute_service(host)
+        have = getattr(svc, 'config', None)
+        if not self.hosts[host].running:
+            self.hosts[host].start()
+        if svc and svc.running and have == want:
+            return svc
+        # How it stops does not matter here; nova-compute's graceful
+        # shutdown takes 30 s or more on this stack.
+        self.stop_compute(host, signal.SIGKILL)
+        self.compute_conf(host, **conf)
+        svc = self.start_compute(host, binary, hook=hook)
+        svc.config = want
         return svc
 
     def wait_compute(self, host, timeout=180):
         t0 = time.monotonic()
         svc = self.compute_service(host)
         self._wait_service_up(host, 'nova-compute', svc, timeout)
+        # Restarted by the operator: no longer forced down. nova refuses
+        # that until the service has started (and completed the host's
+        # evacuations), which a heartbeat since its start proves.
+        if self.compute.service(host)['forced_down']:
+            self.compute.force_down(host, False)
         self.progress('nova-compute on %s up (%.1fs)', host,
                       time.monotonic() - t0)
 
@@ -595,24 +692,12 @@ class Deployment(object):
             self.progress('nova-compute on %s stopped (%s)', host,
                           signal.Signals(sig).name)
 
-    def restart_compute(self, host, binary=STOCK, **conf):
-        """Stop, reconfigure and start a host's nova-compute."""
-        self.stop_compute(host)
-        self.compute_conf(host, **conf)
-        return self.start_compute(host, binary)
-
     def crash_host(self, host):
         """The host dies: nova-compute, libvirtd and every QEMU at once."""
         self.stop_compute(host, signal.SIGKILL)
         self.hosts[host].stop()
         self.progress('host %s crashed (nova-compute, libvirtd, QEMU '
                       'killed)', host)
-
-    def revive_host(self, host, binary=STOCK, wait=True, **conf):
-        if not self.hosts[host].running:
-            self.hosts[host].start()
-        self.compute_conf(host, **conf)
-        return self.start_compute(host, binary, wait=wait)
 
     def nova_manage(self, *args, conf=None):
         return subprocess.run(

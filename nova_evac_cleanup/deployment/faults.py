@@ -1,0 +1,100 @@
+# Copyright 2026 nova-evac-cleanup developers
+#
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""nova-compute with a fault hook, for failure points with no real cause.
+
+::
+
+    python -m nova_evac_cleanup.deployment.faults --fault-dir DIR [--fixed] \\
+        --config-file nova.conf
+
+Runs ``nova-compute`` (or, with ``--fixed``, ``nova-compute-evac-cleanup``)
+with one narrow hook in the libvirt driver: while ``spawn`` waits for the
+guest it has just started to run (``_wait_for_boot``, the only point of
+spawn after the domain runs when there is no networking), its
+``get_info`` reads ``DIR/fault``:
+
+* ``raise``: raise :class:`InjectedFault`, as if the guest had failed;
+* ``hang``: block, so that the test can kill nova-compute while the real
+  domain runs.
+
+Before acting it writes ``DIR/fired`` (the instance's UUID), so a test can
+prove that the fault happened. Without ``DIR/fault`` nothing changes.
+"""
+
+import os
+import sys
+import time
+
+
+class InjectedFault(Exception):
+    """The deployment tier's fault hook, at spawn's wait for the guest."""
+
+
+def install(fault_dir):
+    from nova.virt.libvirt import driver
+
+    spawning = set()
+    orig_spawn = driver.LibvirtDriver.spawn
+    orig_get_info = driver.LibvirtDriver.get_info
+
+    def spawn(self, context, instance, *args, **kwargs):
+        spawning.add(instance.uuid)
+        try:
+            return orig_spawn(self, context, instance, *args, **kwargs)
+        finally:
+            spawning.discard(instance.uuid)
+
+    def get_info(self, instance, *args, **kwargs):
+        info = orig_get_info(self, instance, *args, **kwargs)
+        if instance.uuid not in spawning:
+            return info
+        try:
+            with open(os.path.join(fault_dir, 'fault')) as f:
+                fault = f.read().strip()
+        except FileNotFoundError:
+            return info
+        with open(os.path.join(fault_dir, 'fired'), 'w') as f:
+            f.write(instance.uuid)
+        if fault == 'hang':
+            while True:
+                time.sleep(60)
+        raise InjectedFault('fault hook: guest %s failed while spawn '
+                            'waited for it to run' % instance.uuid)
+
+    driver.LibvirtDriver.spawn = spawn
+    driver.LibvirtDriver.get_info = get_info
+
+
+def main(argv=None):
+    argv = list(sys.argv if argv is None else argv)
+    i = argv.index('--fault-dir')
+    fault_dir = argv[i + 1]
+    del argv[i:i + 2]
+    fixed = '--fixed' in argv
+    if fixed:
+        argv.remove('--fixed')
+    sys.argv = argv
+    # nova.cmd first: it sets nova's concurrency mode before the rest.
+    from nova.cmd import compute
+
+    install(fault_dir)
+    if fixed:
+        import nova_evac_cleanup
+        nova_evac_cleanup.install()
+    return compute.main()
+
+
+if __name__ == '__main__':
+    sys.exit(main())

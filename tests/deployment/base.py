@@ -1,0 +1,212 @@
+# Copyright 2026 nova-evac-cleanup developers
+#
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""The deployment the tier's tests share, and what they look at.
+
+One :class:`~nova_evac_cleanup.deployment.services.Deployment` is started
+by the first test that needs it and torn down when the test process exits
+(stestr runs this tier in one worker: ``--concurrency 1``). A failed test
+keeps the run's directory, with every process's log, and says where it
+is. Each scenario records a row for the report (:mod:`.report`), written
+at exit to ``$EVAC_DEPLOY_REPORT`` (default ``deployment-report.txt`` in
+the working directory).
+"""
+
+import atexit
+import os
+import signal
+import socket
+import sys
+import time
+
+import testtools
+
+from nova_evac_cleanup.deployment import report
+from nova_evac_cleanup.deployment import services
+
+SRC = 'evac-a'
+DST = 'evac-b'
+STOCK = services.STOCK
+FIXED = services.FIXED
+MODES = {STOCK: 'stock', FIXED: 'fixed'}
+
+_STATE = {'deployment': None, 'error': None, 'failed': []}
+RESULTS = []
+
+
+def _finish():
+    d = _STATE['deployment']
+    if d is None:
+        return
+    path = os.environ.get('EVAC_DEPLOY_REPORT',
+                          os.path.abspath('deployment-report.txt'))
+    try:
+        text = report.render(RESULTS, d.timings, d.rss_samples)
+        with open(path, 'w') as f:
+            f.write(text)
+        sys.__stderr__.write('\n%s\nreport written to %s\n' % (text, path))
+    finally:
+        d.stop(keep_logs=bool(_STATE['failed']))
+
+
+def _exit(signum, frame):
+    _STATE['failed'].append('killed by signal %d' % signum)
+    sys.exit(128 + signum)
+
+
+def get_deployment():
+    """The shared deployment, started on first use."""
+    if _STATE['error']:
+        raise RuntimeError('the deployment failed to start: %s' %
+                           _STATE['error'])
+    if _STATE['deployment'] is None:
+        d = services.Deployment(out=sys.__stderr__)
+        _STATE['deployment'] = d
+        atexit.register(_finish)
+        # Killed (a CI timeout, ^C): still tear everything down.
+        signal.signal(signal.SIGTERM, _exit)
+        try:
+            d.start()
+        except Exception as e:
+            _STATE['error'] = str(e)
+            _STATE['failed'].append('start-up')
+            raise
+    return _STATE['deployment']
+
+
+class DeploymentTestCase(testtools.TestCase):
+    """A test on the shared deployment; cleans up its servers."""
+
+    def setUp(self):
+        super().setUp()
+        self.d = get_deployment()
+        self.addOnException(self._keep_logs)
+
+    def _keep_logs(self, exc_info):
+        _STATE['failed'].append(self.id())
+        self.d.progress('FAILED %s: %s; logs kept in %s', self.id(),
+                        exc_info[1], self.d.logs_dir)
+
+    # Hosts
+    def host_up(self, host, binary=STOCK, **kwargs):
+        """libvirtd and nova-compute running on ``host``, not forced down.
+
+        nova-compute is restarted only if it must change.
+        """
+        self.d.ensure_compute(host, binary=binary, **kwargs)
+        if self.d.compute.service(host)['forced_down']:
+            self.d.compute.force_down(host, False)
+
+    def crash_source(self, host=SRC):
+        """The host dies (nova-compute, libvirtd, QEMU).
+
+        The operator or the HA tool marks it down, as evacuate requires.
+        """
+        self.d.crash_host(host)
+        self.d.compute.force_down(host)
+
+    def hold_ports(self, ports):
+        """Another process holds ``ports`` (first, last): nova cannot."""
+        socks = []
+        for port in range(ports[0], ports[1] + 1):
+            s = socket.socket()
+            s.bind(('127.0.0.1', port))
+            s.listen(1)
+            self.addCleanup(s.close)
+            socks.append(s)
+        return socks
+
+    # Servers
+    def boot(self, host=SRC, name=None):
+        d = self.d
+        server = d.compute.boot(name or self.id().rsplit('.', 1)[-1],
+                                d.flavor_id, services.IMAGE_ID, host=host)
+        self.addCleanup(self.delete_server, server['id'])
+        t0 = time.monotonic()
+        server = d.compute.wait_server(server['id'], ('ACTIVE', 'ERROR'))
+        self.assertEqual('ACTIVE', server['status'], server.get('fault'))
+        self.assertEqual(host, server['OS-EXT-SRV-ATTR:host'])
+        d.timings.setdefault('boot', []).append(time.monotonic() - t0)
+        return server
+
+    def delete_server(self, server_id):
+        """Delete with every host up, then wipe what nova left."""
+        d = self.d
+        for host in d.host_names:
+            svc = d.compute_service(host)
+            if not (svc and svc.running and d.hosts[host].running):
+                self.host_up(host, **self._config(host))
+            elif d.compute.service(host)['forced_down']:
+                d.compute.force_down(host, False)
+        d.compute.delete_server(server_id)
+        d.compute.wait_server_gone(server_id)
+        self.wipe(server_id)
+
+    def _config(self, host):
+        svc = self.d.compute_service(host)
+        config = dict(getattr(svc, 'config', None) or {})
+        config.pop('binary', None)
+        config.pop('hook', None)
+        return config
+
+    def wipe(self, server_id):
+        """Remove whatever of a deleted server remains on any host."""
+        d = self.d
+        for host in d.hosts.values():
+            if not host.running:
+                continue
+            found = host.domain_uuids().get(server_id)
+            if found:
+                host.virsh('destroy', found[0], check=False)
+                host.virsh('undefine', found[0], check=False)
+        for path in set(opts['instances_path']
+                        for opts in d.compute_opts.values()):
+            target = os.path.join(path, server_id)
+            if os.path.isdir(target):
+                for name in os.listdir(target):
+                    os.unlink(os.path.join(target, name))
+                os.rmdir(target)
+
+    # Looking
+    def log_offset(self, host):
+        return os.path.getsize(self.d.compute_service(host).log_file)
+
+    def log_since(self, host, offset, svc=None):
+        svc = svc or self.d.compute_service(host)
+        with open(svc.log_file, 'rb') as f:
+            f.seek(offset)
+            return f.read().decode(errors='replace')
+
+    def observe(self, host, server_id):
+        """What ``host`` holds of a server: guest, files, allocation."""
+        d = self.d
+        text, _ = d.hosts[host].list_all() if d.hosts[host].running else (
+            '(libvirtd down)', {})
+        guest = (d.hosts[host].domain_uuids().get(server_id)
+                 if d.hosts[host].running else None)
+        inst_dir = os.path.join(d.instances_path(host), server_id)
+        files = {}
+        if os.path.isdir(inst_dir):
+            for name in sorted(os.listdir(inst_dir)):
+                files[name] = os.path.getsize(os.path.join(inst_dir, name))
+        disk = os.path.join(inst_dir, 'disk')
+        return {
+            'virsh': text,
+            'guest': guest and '%s (%s)' % guest,
+            'files': files,
+            'bytes': sum(files.values()),
+            'disk_inode': os.stat(disk).st_ino if os.path.exists(
+                disk) else None,
+            'allocation': d.placement.allocations(server_id).get(host),
+        }

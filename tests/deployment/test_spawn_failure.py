@@ -1,0 +1,155 @@
+# Copyright 2026 nova-evac-cleanup developers
+#
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""Scenario 1: spawn fails on the destination after the disks are written.
+
+Regression test for "evacuate spawn failure leaves debris on the
+destination", on real libvirt and QEMU.
+
+evac-a runs a server and dies (nova-compute, libvirtd and QEMU killed; the
+service forced down). The server is evacuated to evac-b, whose serial
+console has one port, which another process holds: the real libvirt
+driver writes the instance's disks (``_create_image``), then fails in
+``_get_guest_xml`` (``_create_serial_consoles``:
+``SocketPortRangeExhaustedException``) before any domain is defined. nova
+marks the evacuation failed and the server ERROR on evac-a.
+
+Stock nova leaves the instance directory and its disk on evac-b. On
+non-shared storage the next evacuation then takes the leftover directory
+for shared storage ("disk on shared storage, evacuating using existing
+disk") and boots the leftover disk. With the fix evac-b keeps nothing of
+it, and the next evacuation starts from the image. On a shared instance
+directory the disk is the server's own: both keep it, and the retry uses
+it, as it should.
+"""
+
+import time
+
+from nova_evac_cleanup.deployment import services
+from tests.deployment import base
+
+SCENARIO = ('1. Spawn fails on the destination after its disks are '
+            'written (serial console port taken: a real cause)')
+
+
+class TestSpawnFailsAfterDisks(base.DeploymentTestCase):
+
+    def _test(self, binary, shared):
+        d = self.d
+        storage = 'shared instance directory' if shared else \
+            'non-shared storage'
+        # The destination's serial consoles get two ports (nova wants a
+        # range), which another process holds.
+        ports = services.free_port_range(2)
+        self.host_up(base.SRC, shared=shared)
+        self.host_up(base.DST, binary, shared=shared, serial_ports=ports)
+        server = self.boot(base.SRC)
+        sid = server['id']
+        self.crash_source()
+        holders = self.hold_ports(ports)
+
+        offset = self.log_offset(base.DST)
+        t0 = time.monotonic()
+        d.compute.evacuate(sid, base.DST)
+        migration = d.compute.wait_evacuation(sid, ('failed', 'error'))
+        server = d.compute.wait_server(sid, 'ERROR')
+        d.timings.setdefault('evacuation that fails (API call to ERROR)',
+                             []).append(time.monotonic() - t0)
+        log = self.log_since(base.DST, offset)
+        # Meta-test: the real cause is what failed the spawn.
+        self.assertIn('SocketPortRangeExhaustedException', log)
+        self.assertEqual('failed', migration['status'])
+        self.assertEqual(base.SRC, server['OS-EXT-SRV-ATTR:host'])
+        left = self.observe(base.DST, sid)
+        d.progress('%s, %s: evac-b after the failed evacuation: guest=%s '
+                   'files=%s', base.MODES[binary], storage, left['guest'],
+                   left['files'])
+
+        # The operator frees the port and evacuates again.
+        for holder in holders:
+            holder.close()
+        offset = self.log_offset(base.DST)
+        t0 = time.monotonic()
+        d.compute.evacuate(sid, base.DST)
+        server = d.compute.wait_server(sid, ('ACTIVE', 'ERROR'))
+        d.timings.setdefault('evacuation (API call to ACTIVE)', []).append(
+            time.monotonic() - t0)
+        retry_log = self.log_since(base.DST, offset)
+        after = self.observe(base.DST, sid)
+        used_existing = 'evacuating using existing disk' in retry_log
+        same_disk = (left['disk_inode'] is not None and
+                     left['disk_inode'] == after['disk_inode'])
+
+        self.assertEqual('ACTIVE', server['status'], server.get('fault'))
+        self.assertEqual(base.DST, server['OS-EXT-SRV-ATTR:host'])
+        self.assertIsNotNone(after['guest'])
+        self.assertIn('running', after['guest'])
+        # Neither leaves a domain: spawn failed before defining it.
+        self.assertIsNone(left['guest'])
+        # nova itself removes evac-b's allocation.
+        self.assertIsNone(left['allocation'])
+
+        if shared:
+            # The disk is the server's own, on the shared directory:
+            # both keep it and the retry uses it.
+            self.assertIn('disk', left['files'])
+            self.assertTrue(used_existing)
+            self.assertTrue(same_disk)
+            retry = 'ACTIVE, on its own disk (shared)'
+            manual = 'none; just evacuate again'
+        elif binary == base.STOCK:
+            # FIXME(bug): stock nova leaves the instance directory and
+            # disk behind, and the retry boots that leftover disk.
+            self.assertIn('disk', left['files'])
+            self.assertTrue(used_existing)
+            self.assertTrue(same_disk)
+            retry = ('ACTIVE, on the STALE leftover disk ("disk on shared '
+                     'storage, evacuating using existing disk"; same inode)')
+            manual = 'rm -rf the instance dir, then evacuate again'
+        else:
+            self.assertEqual({}, left['files'])
+            self.assertFalse(used_existing)
+            self.assertIn('disk not on shared storage, evacuating from '
+                          'image', retry_log)
+            retry = 'ACTIVE, fresh disk from the image'
+            manual = 'none; just evacuate again'
+
+        base.RESULTS.append({
+            'scenario': SCENARIO, 'storage': storage,
+            'mode': base.MODES[binary],
+            'facts': {
+                'Failure (evac-b log)': 'SocketPortRangeExhaustedException '
+                                        'in _get_guest_xml',
+                'virsh list --all on evac-b after the failure':
+                    left['virsh'],
+                'Instance dir on evac-b after the failure':
+                    ', '.join('%s (%d B)' % kv for kv in left['files'].items())
+                    or 'none',
+                'Placement (evac-b)': 'allocation: %s' % (
+                    left['allocation'] or 'none'),
+                'Evacuating again': retry,
+                'Manual steps still needed on evac-b': manual,
+            }})
+
+    def test_stock_non_shared(self):
+        self._test(base.STOCK, shared=False)
+
+    def test_fixed_non_shared(self):
+        self._test(base.FIXED, shared=False)
+
+    def test_stock_shared(self):
+        self._test(base.STOCK, shared=True)
+
+    def test_fixed_shared(self):
+        self._test(base.FIXED, shared=True)
