@@ -44,6 +44,7 @@ from nova_evac_cleanup import journal
 from nova_evac_cleanup import nova_support
 from nova_evac_cleanup import recovery
 from nova_evac_cleanup import spawn_failure
+from nova_evac_cleanup import unwind
 
 CONF = cfg.CONF
 conf.register_opts(CONF)
@@ -333,7 +334,7 @@ class EvacuateCleanupMixin(object):
                 with excutils.save_and_reraise_exception():
                     self._destroy_failed_evacuation(
                         context, instance, network_info, attached[-1],
-                        on_shared_storage, error)
+                        on_shared_storage, error, source=instance.host)
             raise
         if cleanup and evacuation is not None:
             evacuation.spawned = True
@@ -344,11 +345,17 @@ class EvacuateCleanupMixin(object):
 
     def _destroy_failed_evacuation(self, context, instance, network_info,
                                    block_device_info, on_shared_storage,
-                                   spawn_error):
+                                   spawn_error, source):
         """Destroy the guest a failed evacuation left on this host.
+
+        Once it is destroyed, the ports and volume attachments the
+        evacuation moved here are put back (:mod:`nova_evac_cleanup.unwind`).
 
         Never raises: the caller re-raises the spawn error, which is the one
         the operator must see in the instance fault.
+
+        :param source: the host to put the ports back on, the instance's
+            (nova has not moved it yet); None when it was deleted
         """
         destroy_disks = on_shared_storage is False
         try:
@@ -364,6 +371,8 @@ class EvacuateCleanupMixin(object):
                           'evacuation on %s; it may need manual cleanup',
                           self.host, instance=instance)
             return
+        if source is not None:
+            self._unwind(context, instance, network_info, source)
         if destroy_disks:
             disks = 'removed its disks (not on shared storage)'
         elif on_shared_storage:
@@ -373,6 +382,19 @@ class EvacuateCleanupMixin(object):
                      'shared storage)')
         LOG.info('Evacuation failed to spawn: destroyed the guest on %s and '
                  '%s', self.host, disks, instance=instance)
+
+    def _unwind(self, context, instance, network_info, source):
+        """Put back the ports and volumes the evacuation moved here.
+
+        Never raises; see :mod:`nova_evac_cleanup.unwind`.
+        """
+        try:
+            unwind.unwind(self, context, instance, source,
+                          network_info=network_info)
+        except Exception:
+            LOG.exception('Could not put the ports and volume attachments '
+                          'of the failed evacuation back on %s', source,
+                          instance=instance)
 
     def _destroy_after_spawn(self, context, instance, evacuation, error):
         """Destroy the running guest of an evacuation failed after spawn.
@@ -407,9 +429,11 @@ class EvacuateCleanupMixin(object):
         LOG.warning('Evacuation failed after spawn (%s): destroying the '
                     'running guest on %s', error, self.host,
                     instance=instance)
+        # A deleted instance's ports and volumes were released by nova.
         self._destroy_failed_evacuation(
             context, instance, evacuation.network_info,
-            evacuation.block_device_info, evacuation.shared_storage, error)
+            evacuation.block_device_info, evacuation.shared_storage, error,
+            source=current.host if current is not None else None)
 
     def _end_unrecorded_evacuation(self, context, instance, evacuation,
                                    error):

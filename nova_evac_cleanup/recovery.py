@@ -63,6 +63,7 @@ from oslo_log import log as logging
 
 from nova_evac_cleanup import journal
 from nova_evac_cleanup import nova_support
+from nova_evac_cleanup import unwind
 
 CONF = cfg.CONF
 LOG = logging.getLogger(__name__)
@@ -471,8 +472,9 @@ def recover(manager, context, finding):
     else:
         LOG.info('Evacuation %s to %s: migration left %s', migration.uuid,
                  finding.host, migration.status, instance=instance)
-    _step(finding, 'destroy', _destroy, manager, context, network_info,
-          block_device_info)
+    if _step(finding, 'destroy', _destroy, manager, context, network_info,
+             block_device_info):
+        _step(finding, 'unwind', _unwind, manager, context, network_info)
     if finding.allocation_here:
         _step(finding, 'deallocate', _deallocate, manager, context)
     _step(finding, 'heal', _report_missing_allocation, manager, context)
@@ -565,6 +567,15 @@ def _destroy(finding, manager, context, network_info, block_device_info):
     LOG.info('Evacuation %s to %s: %s; %s', finding.migration_uuid,
              finding.host, what, removed, instance=instance)
     finding.done.append('%s; %s' % (what, removed))
+
+
+def _unwind(finding, manager, context, network_info):
+    """Ports back to the source, this host's volume connections released."""
+    done, commands = unwind.unwind(manager, context, finding.instance,
+                                   finding.instance.host,
+                                   network_info=network_info)
+    finding.done.extend(done)
+    finding.commands.extend(commands)
 
 
 def _deallocate(finding, manager, context):

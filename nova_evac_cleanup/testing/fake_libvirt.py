@@ -939,12 +939,29 @@ class FakeLibvirtDriver(fake.MediumFakeDriver):
 
     @_counted
     def power_off(self, instance, timeout=0, retry_interval=0):
+        """Power the domain off; without one, do nothing, as libvirt's.
+
+        ``LibvirtDriver.power_off`` takes a missing domain for shut off
+        (``_clean_shutdown`` and ``_destroy`` tolerate ``InstanceNotFound``);
+        ``FakeDriver``'s raises.
+        """
+        if self._domain(self.world, instance) is None:
+            LOG.debug('No domain to power off', instance=instance)
+            return
         return super().power_off(instance, timeout=timeout,
                                  retry_interval=retry_interval)
 
     @_counted
     def power_on(self, context, instance, network_info,
                  block_device_info=None, accel_info=None, share_info=None):
+        """Power the domain on; without one, make it, as libvirt's.
+
+        ``LibvirtDriver.power_on`` is a hard reboot, which recreates a
+        missing domain on the disks of this host.
+        """
+        if self._domain(self.world, instance) is None:
+            return self.reboot(context, instance, network_info, 'HARD',
+                               block_device_info=block_device_info)
         return super().power_on(context, instance, network_info,
                                 block_device_info=block_device_info,
                                 accel_info=accel_info, share_info=share_info)

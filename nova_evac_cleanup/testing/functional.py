@@ -111,6 +111,16 @@ class EvacuateTestCase(integrated_helpers.ProviderUsageBaseTestCase):
     def setUp(self):
         # The API fixture loads nova's paste pipeline from this file.
         self.flags(api_paste_config=api_paste_config(), group='wsgi')
+        # nova's base test case sets up its CinderFixture without keeping
+        # it; keep it, for the volume attachments it tracks.
+        cinder_setup = nova_fixtures.CinderFixture.setUp
+
+        def keep_cinder(fixture):
+            self.cinder = fixture
+            return cinder_setup(fixture)
+
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.tests.fixtures.CinderFixture.setUp', keep_cinder))
         super().setUp()
         # The hosts' disks, domains and the faults to inject.
         self.world = self.useFixture(

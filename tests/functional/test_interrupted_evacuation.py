@@ -80,9 +80,9 @@ class _InterruptedEvacuationTest(base.EvacuateTestCase):
         self.cleanups = []
         real = manager.EvacuateCleanupMixin._destroy_failed_evacuation
 
-        def record(mgr, context, instance, *args):
+        def record(mgr, context, instance, *args, **kwargs):
             self.cleanups.append(instance.uuid)
-            return real(mgr, context, instance, *args)
+            return real(mgr, context, instance, *args, **kwargs)
 
         self.useFixture(fixtures.MonkeyPatch(
             'nova_evac_cleanup.manager.EvacuateCleanupMixin.'

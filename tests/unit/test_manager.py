@@ -107,6 +107,10 @@ class RebuildTestCase(test.NoDBTestCase):
             self.driver, 'destroy', side_effect=self._record_destroy)).mock
         self.spawn_numa = []
         self.destroy_numa = []
+        # What the evacuation moved here is put back after a destroy
+        # (tests/unit/test_unwind.py).
+        self.mock_unwind = patch(test.fixtures.MockPatch(
+            'nova_evac_cleanup.unwind.unwind', return_value=([], []))).mock
 
     def _instance(self):
         instance = fake_instance.fake_instance_obj(
@@ -177,6 +181,19 @@ class TestEvacuateSpawnFailure(RebuildTestCase):
         self.assertEqual(self.new_bdi,
                          self.mock_spawn.call_args.kwargs['block_device_info'])
         self.assert_destroyed(destroy_disks=True)
+        # Then the ports and volumes go back to the source.
+        self.mock_unwind.assert_called_once_with(
+            self.compute, self.context, self.instance, 'compute0',
+            network_info=self.network_info)
+
+    def test_unwind_failure_keeps_the_spawn_error(self):
+        error = self._fail_spawn()
+        self.mock_unwind.side_effect = DestroyFailed('neutron is down')
+
+        raised = self.assertRaises(SpawnFailed, self._rebuild)
+
+        self.assertIs(error, raised)
+        self.assert_destroyed(destroy_disks=True)
 
     def test_shared_storage_keeps_disks(self):
         self._fail_spawn()
@@ -244,6 +261,8 @@ class TestEvacuateSpawnFailure(RebuildTestCase):
         self.assertIn('_rebuild_default_impl', frames)
         self.assertNotIn('_destroy_failed_evacuation', frames)
         self.mock_destroy.assert_called_once()
+        # A guest that may still run keeps its ports and volumes.
+        self.mock_unwind.assert_not_called()
         # Both errors are logged at ERROR with the instance.
         mock_log.error.assert_called_once()
         self.assertIn(error, mock_log.error.call_args.args[1].values())

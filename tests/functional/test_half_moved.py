@@ -1,0 +1,199 @@
+# Copyright 2026 nova-evac-cleanup developers
+#
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""What a failed evacuation leaves of the server's ports and volumes.
+
+Issue 13. Before spawning, nova's evacuation binds the server's port to
+compute1 and replaces its volume attachment by one connected with
+compute1's connector. nova's ``NeutronFixture`` and ``CinderFixture`` keep
+the port's ``binding:host_id`` and each attachment's connector, so each
+test records, for one way the evacuation ends (a spawn failure at each
+stage, or an interruption ended by compute1's start-up sweep in either
+restart order), on stock nova and with the fix:
+
+* where the port is bound and which host the volume's attachment is
+  connected for, once the evacuation is over;
+* on stock nova, the same after compute0 is back and the operator hard
+  reboots the server there (nova's hard reboot neither rebinds ports nor
+  refreshes volume connection info: it uses what is stored);
+* with the fix, the same after compute0 is back and the commands the
+  cleanup reported were run there: the server stopped, its volume
+  connected for compute0 (``nova-manage volume_attachment refresh``),
+  started again.
+
+A second evacuation, to another host, rebinds the port and re-attaches the
+volume by itself, on stock nova as with the fix (nova's rebuild does it
+before spawning): ``test_second_evacuation_moves_everything``.
+"""
+
+import json
+import os
+
+import fixtures
+from nova.cmd import manage
+from nova.tests import fixtures as nova_fixtures
+import testscenarios
+
+from nova_evac_cleanup.testing import fake_libvirt
+from tests.functional import test_interrupted_evacuation as interrupted
+
+load_tests = testscenarios.load_tests_apply_scenarios
+
+SOURCE = interrupted.SOURCE
+DEST = interrupted.DEST
+OTHER = 'compute2'
+VOLUME = nova_fixtures.CinderFixture.IMAGE_BACKED_VOL
+INTERRUPTED_DEST_FIRST = 'interrupted-dest-first'
+INTERRUPTED_SOURCE_FIRST = 'interrupted-source-first'
+ROWS = fake_libvirt.STAGES + (INTERRUPTED_DEST_FIRST,
+                              INTERRUPTED_SOURCE_FIRST)
+
+
+class _HalfMovedTest(interrupted._InterruptedEvacuationTest):
+
+    STORAGE = 'non-shared'
+    scenarios = [(row, {'row': row}) for row in ROWS]
+
+    def _boot_with_port_and_volume(self):
+        """A volume-backed server with a port, on compute0."""
+        self.port = self.neutron.port_1['id']
+        server = self._build_server(image_uuid='', host=SOURCE,
+                                    networks=[{'port': self.port}])
+        server['block_device_mapping_v2'] = [{
+            'boot_index': 0, 'uuid': VOLUME, 'source_type': 'volume',
+            'destination_type': 'volume'}]
+        server = self.api.post_server({'server': server})
+        return self._wait_for_state_change(server, 'ACTIVE')
+
+    def where(self):
+        """Where the port is bound, and the attachments' connector hosts.
+
+        :returns: ``(binding:host_id, [connector host or None, ...])``
+        """
+        port = self.neutron._ports[self.port]
+        attachments = self.cinder.volume_to_attachment[VOLUME].values()
+        return (port['binding:host_id'],
+                sorted((a['connector'] or {}).get('host') or 'reserved'
+                       for a in attachments))
+
+    def _start_dest(self):
+        """compute1 starts again: with the fix, its sweep runs."""
+        if self.FIXED:
+            return self._restart_dest()
+        self._force_down(DEST, False)
+        cell_name = self.host_mappings[DEST].cell_mapping.name
+        self.compute1 = self.start_service('compute', host=DEST,
+                                           cell_name=cell_name)
+
+    def _end_evacuation(self, server):
+        """Fail or interrupt the evacuation as the row says."""
+        if self.row in fake_libvirt.STAGES:
+            server, _error = self._fail_evacuation(server, self.row)
+            return server
+        server, _migration, block = self._interrupt_evacuation(
+            server, 'wait_for_boot')
+        if self.row == INTERRUPTED_SOURCE_FIRST:
+            self._restart_source()
+        self._start_dest()
+        self._end_held_spawn(block)
+        return self.api.get_server(server['id'])
+
+    def _hard_reboot_on_source(self, server):
+        if self.row != INTERRUPTED_SOURCE_FIRST:
+            self._restart_source()
+        if server['OS-EXT-STS:task_state'] is not None:
+            # Stock nova never ends an interrupted evacuation.
+            self.api.post_server_action(
+                server['id'], {'os-resetState': {'state': 'error'}})
+        self.api.post_server_action(server['id'],
+                                    {'reboot': {'type': 'HARD'}})
+        server = self._wait_for_state_change(server, 'ACTIVE')
+        self.assertEqual(SOURCE, server['OS-EXT-SRV-ATTR:host'])
+        return server
+
+
+class StockHalfMovedTest(_HalfMovedTest):
+    """Stock nova leaves the server half-moved onto compute1."""
+
+    FIXED = False
+
+    def test_half_moved(self):
+        server = self._boot_with_port_and_volume()
+        self.assertEqual((SOURCE, [SOURCE]), self.where())
+        self._fail_source()
+        server = self._end_evacuation(server)
+
+        self.assertEqual((DEST, [DEST]), self.where())
+        self._hard_reboot_on_source(server)
+        # The server runs on compute0 with compute1's binding and volume
+        # connection.
+        self.assertEqual((DEST, [DEST]), self.where())
+
+
+class PutBackTest(_HalfMovedTest):
+    """The fix puts the port back on compute0 and releases the volume.
+
+    Then the commands it reported, run on compute0 once it is back,
+    connect the volume for compute0 and start the server there.
+    """
+
+    def test_put_back(self):
+        server = self._boot_with_port_and_volume()
+        self._fail_source()
+        server = self._end_evacuation(server)
+
+        self.assertEqual((SOURCE, ['reserved']), self.where())
+        commands = ('openstack server stop %s' % server['id'],
+                    'nova-manage volume_attachment refresh %s %s' % (
+                        server['id'], VOLUME))
+        for command in commands:
+            self.assertIn(command, self.stdlog.logger.output)
+
+        if self.row != INTERRUPTED_SOURCE_FIRST:
+            self._restart_source()
+        self.api.post_server_action(
+            server['id'], {'os-resetState': {'state': 'active'}})
+        self.api.post_server_action(server['id'], {'os-stop': None})
+        self._wait_for_state_change(server, 'SHUTOFF')
+        connector = os.path.join(
+            self.useFixture(fixtures.TempDir()).path, 'connector.json')
+        with open(connector, 'w') as stream:
+            json.dump(self.compute0.driver.get_volume_connector(None),
+                      stream)
+        self.assertEqual(0, manage.VolumeAttachmentCommands().refresh(
+            instance_uuid=server['id'], volume_id=VOLUME,
+            connector_path=connector))
+        self.api.post_server_action(server['id'], {'os-start': None})
+        server = self._wait_for_state_change(server, 'ACTIVE')
+        self.assertEqual(SOURCE, server['OS-EXT-SRV-ATTR:host'])
+        self.assertEqual((SOURCE, [SOURCE]), self.where())
+
+
+class SecondEvacuationTest(_HalfMovedTest):
+    """nova rebinds the port and re-attaches the volume by itself."""
+
+    scenarios = [('stock', {'FIXED': False, 'row': 'get_guest_xml'}),
+                 ('fixed', {'FIXED': True, 'row': 'get_guest_xml'})]
+
+    def test_second_evacuation_moves_everything(self):
+        self._start_compute(OTHER)
+        server = self._boot_with_port_and_volume()
+        self._fail_source()
+        server = self._end_evacuation(server)
+
+        self.api.post_server_action(server['id'],
+                                    {'evacuate': {'host': OTHER}})
+        server = self._wait_for_server_parameter(
+            server, {'status': 'ACTIVE', 'OS-EXT-SRV-ATTR:host': OTHER})
+        self.assertEqual((OTHER, [OTHER]), self.where())

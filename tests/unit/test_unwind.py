@@ -1,0 +1,95 @@
+# Copyright 2026 nova-evac-cleanup developers
+#
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""Putting back the ports and volumes a failed evacuation moved."""
+
+from unittest import mock
+
+from nova.network import model as network_model
+from nova import objects
+from nova import test
+from oslo_utils.fixture import uuidsentinel as uuids
+
+from nova_evac_cleanup import unwind
+
+
+def _vif(port, allocation=None):
+    profile = {'allocation': allocation} if allocation else {}
+    return network_model.VIF(id=port, profile=profile)
+
+
+class TestUnwind(test.NoDBTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.manager = mock.Mock(host='compute1')
+        self.context = mock.sentinel.context
+        self.instance = objects.Instance(uuid=uuids.instance,
+                                         host='compute0')
+        self.bdms = objects.BlockDeviceMappingList(objects=[
+            objects.BlockDeviceMapping(volume_id=uuids.volume,
+                                       source_type='volume',
+                                       destination_type='volume',
+                                       attachment_id=uuids.attachment),
+            objects.BlockDeviceMapping(source_type='image',
+                                       destination_type='local')])
+        self.useFixture(test.fixtures.MockPatchObject(
+            objects.BlockDeviceMappingList, 'get_by_instance_uuid',
+            return_value=self.bdms))
+
+    def test_volumes_released_ports_rebound(self):
+        network_info = network_model.NetworkInfo([_vif(uuids.port)])
+
+        done, commands = unwind.unwind(self.manager, self.context,
+                                       self.instance, 'compute0',
+                                       network_info=network_info)
+
+        # nova's own release of this host's attachments, volumes only.
+        self.manager._terminate_volume_connections.assert_called_once_with(
+            self.context, self.instance, [self.bdms[0]])
+        self.manager.network_api.setup_instance_network_on_host.\
+            assert_called_once_with(self.context, self.instance, 'compute0')
+        self.assertEqual(2, len(done), done)
+        # The source alone can connect the volume: said how.
+        self.assertIn('nova-manage volume_attachment refresh %s %s '
+                      'connector.json' % (uuids.instance, uuids.volume),
+                      ' '.join(commands))
+        self.assertNotIn('openstack port set', ' '.join(commands))
+
+    def test_port_with_resource_request_only_reported(self):
+        network_info = network_model.NetworkInfo([
+            _vif(uuids.port), _vif(uuids.qos, allocation=uuids.rp)])
+
+        done, commands = unwind.unwind(self.manager, self.context,
+                                       self.instance, 'compute0',
+                                       network_info=network_info)
+
+        self.manager.network_api.setup_instance_network_on_host.\
+            assert_not_called()
+        self.assertIn('openstack port set --host compute0 %s' % uuids.qos,
+                      commands)
+        self.assertIn('openstack port set --host compute0 %s' % uuids.port,
+                      commands)
+
+    def test_nothing_moved(self):
+        self.bdms.objects = []
+
+        done, commands = unwind.unwind(
+            self.manager, self.context, self.instance, 'compute0',
+            network_info=network_model.NetworkInfo())
+
+        self.assertEqual(([], []), (done, commands))
+        self.manager._terminate_volume_connections.assert_not_called()
+        self.manager.network_api.setup_instance_network_on_host.\
+            assert_not_called()
