@@ -26,10 +26,11 @@ spawn after the domain runs when there is no networking), its
 ``get_info`` reads ``DIR/fault``:
 
 * ``raise``: raise :class:`InjectedFault`, as if the guest had failed;
+* ``raise-once``: the same, once per instance;
 * ``hang``: block, so that the test can kill nova-compute while the real
   domain runs.
 
-Before acting it writes ``DIR/fired`` (the instance's UUID), so a test can
+Before acting it adds the instance's UUID to ``DIR/fired``, so a test can
 prove that the fault happened. Without ``DIR/fault`` nothing changes.
 """
 
@@ -46,6 +47,7 @@ def install(fault_dir):
     from nova.virt.libvirt import driver
 
     spawning = set()
+    fired = set()
     orig_spawn = driver.LibvirtDriver.spawn
     orig_get_info = driver.LibvirtDriver.get_info
 
@@ -65,8 +67,11 @@ def install(fault_dir):
                 fault = f.read().strip()
         except FileNotFoundError:
             return info
-        with open(os.path.join(fault_dir, 'fired'), 'w') as f:
-            f.write(instance.uuid)
+        if fault == 'raise-once' and instance.uuid in fired:
+            return info
+        fired.add(instance.uuid)
+        with open(os.path.join(fault_dir, 'fired'), 'a') as f:
+            f.write(instance.uuid + '\n')
         if fault == 'hang':
             while True:
                 time.sleep(60)

@@ -344,6 +344,9 @@ class Deployment(object):
                 'state_path': self.path('state', host),
                 'report_interval': 2,
                 'heal_instance_info_cache_interval': -1,
+                # nova's 60 s: a source that restarts while the destination
+                # is dead waits that long on its shared-storage question.
+                'rpc_response_timeout': 15,
             },
             'oslo_concurrency': {'lock_path': self.path('state', host,
                                                         'lock')},
@@ -641,11 +644,12 @@ class Deployment(object):
                 f.write(fault)
 
     def fault_fired(self, host):
+        """The UUIDs of the instances the hook fired for, in order."""
         try:
             with open(os.path.join(self.fault_dir(host), 'fired')) as f:
-                return f.read().strip()
+                return f.read().split()
         except FileNotFoundError:
-            return None
+            return []
 
     def ensure_compute(self, host, binary=STOCK, hook=False, **conf):
         """Run ``host``'s libvirtd and nova-compute as asked.

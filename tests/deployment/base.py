@@ -179,6 +179,15 @@ class DeploymentTestCase(testtools.TestCase):
                 os.rmdir(target)
 
     # Looking
+    def state(self, server_id):
+        """'STATUS/task_state on host; evacuation: migration status'."""
+        server = self.d.compute.server(server_id)
+        migs = self.d.compute.evacuations(server_id)
+        return '%s/%s on %s; evacuation %s' % (
+            server['status'], server.get('OS-EXT-STS:task_state'),
+            server['OS-EXT-SRV-ATTR:host'],
+            migs[-1]['status'] if migs else 'none')
+
     def log_offset(self, host):
         return os.path.getsize(self.d.compute_service(host).log_file)
 
@@ -201,8 +210,10 @@ class DeploymentTestCase(testtools.TestCase):
             for name in sorted(os.listdir(inst_dir)):
                 files[name] = os.path.getsize(os.path.join(inst_dir, name))
         disk = os.path.join(inst_dir, 'disk')
+        rows = [' '.join(line.split()) for line in text.splitlines()[2:]
+                if line.strip()]
         return {
-            'virsh': text,
+            'virsh': '; '.join(rows) or '(no domain)',
             'guest': guest and '%s (%s)' % guest,
             'files': files,
             'bytes': sum(files.values()),

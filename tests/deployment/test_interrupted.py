@@ -1,0 +1,146 @@
+# Copyright 2026 nova-evac-cleanup developers
+#
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""Scenario 2: the destination's nova-compute dies while the guest runs.
+
+evac-a runs a server and dies; the server is evacuated to evac-b, whose
+nova-compute is SIGKILLed while spawn waits for the real domain it has
+just started (QEMU running). There is no real cause that stops a spawn
+there and leaves the process to be killed: the fault hook of
+:mod:`nova_evac_cleanup.deployment.faults` blocks ``_wait_for_boot`` (the
+only point of spawn after the domain runs), and the test proves it fired.
+
+No exception handler runs: the evacuation stays ``pre-migrating``, the
+server in ``rebuild_spawning`` on its dead source, and evac-b keeps the
+running guest, its disk and its allocation. Then both hosts come back, in
+one order or the other. Stock nova leaves evac-b's guest running for ever
+(nothing owns it); with the fix evac-b's start-up sweep ends the
+evacuation and removes it.
+"""
+
+import signal
+import time
+
+from tests.deployment import base
+
+SCENARIO = ("2. The destination's nova-compute is SIGKILLed while the "
+            "real guest runs (fault hook blocks _wait_for_boot)")
+
+
+class TestDestinationKilled(base.DeploymentTestCase):
+
+    def _test(self, binary, dest_first):
+        d = self.d
+        order = ('destination restarts first' if dest_first else
+                 'source restarts first')
+        self.host_up(base.SRC)
+        self.host_up(base.DST, binary, hook=True)
+        server = self.boot(base.SRC)
+        sid = server['id']
+        self.crash_source()
+
+        d.set_fault(base.DST, 'hang')
+        d.compute.evacuate(sid, base.DST)
+        self._wait(lambda: sid in d.fault_fired(base.DST), 'the fault hook')
+        # Meta-test: the hook fired, and the real domain runs.
+        guest = d.hosts[base.DST].domain_uuids().get(sid)
+        self.assertIsNotNone(guest)
+        self.assertEqual('running', guest[1])
+        d.stop_compute(base.DST, signal.SIGKILL)
+        d.set_fault(base.DST, None)
+        killed = {'state': self.state(sid),
+                  'dst': self.observe(base.DST, sid),
+                  'qemu': len(d.hosts[base.DST].qemu_pids())}
+        self.assertIn('pre-migrating', killed['state'])
+        self.assertIn('rebuild_spawning', killed['state'])
+
+        if not dest_first:
+            self.host_up(base.SRC)
+        t0 = time.monotonic()
+        self.host_up(base.DST, binary, hook=True)
+        d.timings.setdefault('destination restart (start to up, sweep '
+                             'included with the fix)', []).append(
+            time.monotonic() - t0)
+        after_dst = self.state(sid)
+        if dest_first:
+            self.host_up(base.SRC)
+        end = {'state': self.state(sid),
+               'dst': self.observe(base.DST, sid),
+               'src': self.observe(base.SRC, sid),
+               'qemu': len(d.hosts[base.DST].qemu_pids())}
+        d.progress('%s, %s: %s; evac-b guest=%s files=%s allocation=%s',
+                   base.MODES[binary], order, end['state'],
+                   end['dst']['guest'], end['dst']['files'],
+                   end['dst']['allocation'])
+
+        if binary == base.STOCK:
+            manual = ('reset-state; virsh destroy + undefine on evac-b; '
+                      'rm -rf the instance dir; placement audit --delete; '
+                      'heal_allocations')
+        elif dest_first:
+            manual = 'none on evac-b; evacuate again'
+        else:
+            manual = 'none on evac-b; hard reboot on evac-a'
+        base.RESULTS.append({
+            'scenario': SCENARIO, 'storage': 'non-shared storage, %s' % order,
+            'mode': base.MODES[binary],
+            'facts': {
+                'After the kill': '%s; evac-b guest %s, %d QEMU' % (
+                    killed['state'], killed['dst']['guest'], killed['qemu']),
+                'After evac-b restarted': after_dst,
+                'After both restarted': end['state'],
+                'virsh list --all on evac-b': end['dst']['virsh'],
+                'QEMU processes left on evac-b': str(end['qemu']),
+                'Instance dir on evac-b': ', '.join(
+                    '%s (%d B)' % kv for kv in end['dst']['files'].items())
+                or 'none',
+                'Allocation on evac-b': str(end['dst']['allocation'] or
+                                            'none'),
+                'Manual steps still needed': manual,
+            }})
+
+        if binary == base.STOCK:
+            # FIXME(bug): nothing owns evac-b's guest: it runs on, with its
+            # disk and allocation, and the server is stuck mid-rebuild.
+            self.assertIsNotNone(end['dst']['guest'])
+            self.assertEqual(1, end['qemu'])
+        else:
+            self.assertIsNone(end['dst']['guest'])
+            self.assertEqual({}, end['dst']['files'])
+            self.assertIsNone(end['dst']['allocation'])
+            self.assertEqual(0, end['qemu'])
+            self.assertIn('ERROR/None', end['state'])
+            if dest_first:
+                # Ended as nova ends a failed evacuation. (Source first:
+                # the source had already marked it completed.)
+                self.assertIn('evacuation failed', end['state'])
+
+    def _wait(self, predicate, what, timeout=120):
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            if time.monotonic() > deadline:
+                self.fail('timed out waiting for %s' % what)
+            time.sleep(0.2)
+
+    def test_stock_destination_first(self):
+        self._test(base.STOCK, dest_first=True)
+
+    def test_fixed_destination_first(self):
+        self._test(base.FIXED, dest_first=True)
+
+    def test_stock_source_first(self):
+        self._test(base.STOCK, dest_first=False)
+
+    def test_fixed_source_first(self):
+        self._test(base.FIXED, dest_first=False)
