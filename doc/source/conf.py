@@ -1,0 +1,37 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Sphinx configuration of nova-evac-cleanup's documentation."""
+
+extensions = [
+    # The configuration reference and the sample file are generated from
+    # the options in nova_evac_cleanup/conf.py, through the
+    # oslo.config.opts entry point of the installed package.
+    'oslo_config.sphinxext',
+    'oslo_config.sphinxconfiggen',
+]
+
+# oslo_config.sphinxconfiggen: writes _static/nova-evac-cleanup.conf.sample
+config_generator_config_file = (
+    '../../etc/nova-evac-cleanup-config-generator.conf')
+sample_config_basename = '_static/nova-evac-cleanup'
+
+project = 'nova-evac-cleanup'
+copyright = '2026, nova-evac-cleanup developers'
+
+source_suffix = '.rst'
+master_doc = 'index'
+exclude_patterns = ['_build']
+add_module_names = False
+
+html_theme = 'alabaster'
+html_static_path = ['_static']
