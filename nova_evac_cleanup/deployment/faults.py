@@ -60,7 +60,9 @@ def install(fault_dir):
 
     def get_info(self, instance, *args, **kwargs):
         info = orig_get_info(self, instance, *args, **kwargs)
-        if instance.uuid not in spawning:
+        # Only spawn's own wait, not the lifecycle events meanwhile.
+        if (instance.uuid not in spawning or
+                sys._getframe(1).f_code.co_name != '_wait_for_boot'):
             return info
         try:
             with open(os.path.join(fault_dir, 'fault')) as f:

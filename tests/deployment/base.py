@@ -140,6 +140,24 @@ class DeploymentTestCase(testtools.TestCase):
         d.timings.setdefault('boot', []).append(time.monotonic() - t0)
         return server
 
+    def evacuate(self, server_id, host=None, timing=None):
+        """Evacuate; wait for the evacuation to end, then the server.
+
+        The server can be ACTIVE with no task state a moment before
+        nova moves it to its new host: the migration's status says when
+        the evacuation is over.
+        """
+        d = self.d
+        count = len(d.compute.evacuations(server_id)) + 1
+        t0 = time.monotonic()
+        d.compute.evacuate(server_id, host)
+        migration = d.compute.wait_evacuation(
+            server_id, ('done', 'completed', 'failed', 'error'), count)
+        server = d.compute.wait_server(server_id, ('ACTIVE', 'ERROR'))
+        if timing:
+            d.timings.setdefault(timing, []).append(time.monotonic() - t0)
+        return server, migration
+
     def delete_server(self, server_id):
         """Delete with every host up, then wipe what nova left."""
         d = self.d
