@@ -78,7 +78,8 @@ def render(results, timings=None, rss_samples=None):
     for row in results:
         groups.setdefault((row['scenario'], row['storage']), {})[
             row['mode']] = row['facts']
-    for (scenario, storage), modes in groups.items():
+    for (scenario, storage), modes in sorted(groups.items(),
+                                             key=lambda kv: kv[0]):
         title = '%s (%s)' % (scenario, storage)
         out += [title, '~' * len(title), '']
         labels = []

@@ -651,11 +651,13 @@ class Deployment(object):
         except FileNotFoundError:
             return []
 
-    def ensure_compute(self, host, binary=STOCK, hook=False, **conf):
+    def ensure_compute(self, host, binary=STOCK, hook=False, wait=True,
+                       **conf):
         """Run ``host``'s libvirtd and nova-compute as asked.
 
         nova-compute is restarted only if its binary or configuration
-        differ from those asked for.
+        differ from those asked for. With ``wait=False`` the caller calls
+        :meth:`wait_compute` if the returned service has ``restarted``.
         """
         want = dict(binary=binary, hook=hook, shared=False,
                     serial_ports=None)
@@ -665,13 +667,15 @@ class Deployment(object):
         if not self.hosts[host].running:
             self.hosts[host].start()
         if svc and svc.running and have == want:
+            svc.restarted = False
             return svc
         # How it stops does not matter here; nova-compute's graceful
         # shutdown takes 30 s or more on this stack.
         self.stop_compute(host, signal.SIGKILL)
         self.compute_conf(host, **conf)
-        svc = self.start_compute(host, binary, hook=hook)
+        svc = self.start_compute(host, binary, hook=hook, wait=wait)
         svc.config = want
+        svc.restarted = True
         return svc
 
     def wait_compute(self, host, timeout=180):

@@ -108,6 +108,24 @@ class DeploymentTestCase(testtools.TestCase):
         if self.d.compute.service(host)['forced_down']:
             self.d.compute.force_down(host, False)
 
+    def hosts_up(self, **hosts):
+        """:meth:`host_up` for several hosts, restarted side by side.
+
+        ``hosts_up(evac_a={...}, evac_b={...})``
+        """
+        d = self.d
+        started = []
+        for key, kwargs in hosts.items():
+            host = key.replace('_', '-')
+            if d.ensure_compute(host, wait=False, **kwargs).restarted:
+                started.append(host)
+        for host in started:
+            d.wait_compute(host)
+        for key in hosts:
+            host = key.replace('_', '-')
+            if d.compute.service(host)['forced_down']:
+                d.compute.force_down(host, False)
+
     def crash_source(self, host=SRC):
         """The host dies (nova-compute, libvirtd, QEMU).
 
@@ -161,12 +179,14 @@ class DeploymentTestCase(testtools.TestCase):
     def delete_server(self, server_id):
         """Delete with every host up, then wipe what nova left."""
         d = self.d
+        down = {}
         for host in d.host_names:
             svc = d.compute_service(host)
             if not (svc and svc.running and d.hosts[host].running):
-                self.host_up(host, **self._config(host))
+                down[host.replace('-', '_')] = self._config(host)
             elif d.compute.service(host)['forced_down']:
                 d.compute.force_down(host, False)
+        self.hosts_up(**down)
         d.compute.delete_server(server_id)
         d.compute.wait_server_gone(server_id)
         self.wipe(server_id)

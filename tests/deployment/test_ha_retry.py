@@ -43,8 +43,7 @@ class TestHostEvacuationRetries(base.DeploymentTestCase):
 
     def _test(self, binary):
         d = self.d
-        self.host_up(base.SRC)
-        self.host_up(base.DST, binary, hook=True)
+        self.hosts_up(evac_a={}, evac_b=dict(binary=binary, hook=True))
         sids = [self.boot(base.SRC, name='ha-%d' % i)['id']
                 for i in range(SERVERS)]
         self.crash_source()

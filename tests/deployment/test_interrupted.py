@@ -44,8 +44,7 @@ class TestDestinationKilled(base.DeploymentTestCase):
         d = self.d
         order = ('destination restarts first' if dest_first else
                  'source restarts first')
-        self.host_up(base.SRC)
-        self.host_up(base.DST, binary, hook=True)
+        self.hosts_up(evac_a={}, evac_b=dict(binary=binary, hook=True))
         server = self.boot(base.SRC)
         sid = server['id']
         self.crash_source()

@@ -42,8 +42,7 @@ class TestOperatorAudit(base.DeploymentTestCase):
 
     def _interrupt(self, binary):
         d = self.d
-        self.host_up(base.SRC)
-        self.host_up(base.DST, binary, hook=True)
+        self.hosts_up(evac_a={}, evac_b=dict(binary=binary, hook=True))
         sid = self.boot(base.SRC)['id']
         self.crash_source()
         d.set_fault(base.DST, 'hang')

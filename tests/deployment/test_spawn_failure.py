@@ -51,8 +51,9 @@ class TestSpawnFailsAfterDisks(base.DeploymentTestCase):
         # The destination's serial consoles get two ports (nova wants a
         # range), which another process holds.
         ports = services.free_port_range(2)
-        self.host_up(base.SRC, shared=shared)
-        self.host_up(base.DST, binary, shared=shared, serial_ports=ports)
+        self.hosts_up(evac_a=dict(shared=shared),
+                      evac_b=dict(binary=binary, shared=shared,
+                                  serial_ports=ports))
         server = self.boot(base.SRC)
         sid = server['id']
         self.crash_source()
@@ -171,8 +172,7 @@ class TestSpawnFailsGuestRunning(base.DeploymentTestCase):
 
     def _test(self, binary):
         d = self.d
-        self.host_up(base.SRC)
-        self.host_up(base.DST, binary, hook=True)
+        self.hosts_up(evac_a={}, evac_b=dict(binary=binary, hook=True))
         server = self.boot(base.SRC)
         sid = server['id']
         self.crash_source()
