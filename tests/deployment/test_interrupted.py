@@ -68,8 +68,8 @@ class TestDestinationKilled(base.DeploymentTestCase):
             self.host_up(base.SRC)
         t0 = time.monotonic()
         self.host_up(base.DST, binary, hook=True)
-        d.timings.setdefault('destination restart (start to up, sweep '
-                             'included with the fix)', []).append(
+        d.timings.setdefault('destination nova-compute restart, start to '
+                             'up (%s)' % base.MODES[binary], []).append(
             time.monotonic() - t0)
         after_dst = self.state(sid)
         if dest_first:

@@ -61,7 +61,8 @@ class TestSpawnFailsAfterDisks(base.DeploymentTestCase):
 
         offset = self.log_offset(base.DST)
         server, migration = self.evacuate(
-            sid, base.DST, 'evacuation that fails (API call to ERROR)')
+            sid, base.DST, 'evacuation that fails after the disks, API '
+            'call to ERROR (%s)' % base.MODES[binary])
         log = self.log_since(base.DST, offset)
         # Meta-test: the real cause is what failed the spawn.
         self.assertIn('SocketPortRangeExhaustedException', log)
@@ -179,8 +180,8 @@ class TestSpawnFailsGuestRunning(base.DeploymentTestCase):
         d.set_fault(base.DST, 'raise-once')
 
         server, migration = self.evacuate(
-            sid, base.DST, 'evacuation that fails after the guest runs '
-            '(API call to ERROR)')
+            sid, base.DST, 'evacuation that fails after the guest runs, '
+            'API call to ERROR (%s)' % base.MODES[binary])
         left = self.observe(base.DST, sid)
         qemu = len(d.hosts[base.DST].qemu_pids())
         fired = d.fault_fired(base.DST)
