@@ -73,6 +73,8 @@ class LibvirtHost(object):
         self.uri = 'qemu+unix:///system?socket=%s' % self.socket
         self.log_file = os.path.join(root, 'libvirtd.log')
         self.proc = None
+        # Called with the process group of each start.
+        self.on_start = None
 
     def prepare(self):
         """Lay out the host's libvirt directories and configuration."""
@@ -107,6 +109,8 @@ class LibvirtHost(object):
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True)
         log.close()
+        if self.on_start:
+            self.on_start(self.proc.pid)
 
         def answers():
             if self.proc.poll() is not None:

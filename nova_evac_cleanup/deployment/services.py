@@ -25,6 +25,8 @@ tears everything down, keeping every log when asked to (a failed run).
 
 import configparser
 import datetime
+import functools
+import json
 import os
 import re
 import shutil
@@ -138,6 +140,68 @@ def rss_kb(pid):
     return total
 
 
+def record_pgid(run_dir, pgid):
+    """Note a process group this run started, for :func:`clean_stale`."""
+    with open(os.path.join(run_dir, 'pgids'), 'a') as f:
+        f.write('%d\n' % pgid)
+
+
+def clean_stale(base_dir=None, out=None):
+    """Tear down the runs whose test process died without doing it.
+
+    A run is stale when the process that started it (``run.json``) is
+    gone. Only the process groups the run recorded are killed, and only if
+    their leader's command line names the run's directory; then its
+    databases and vhost are dropped. Its directory (the logs) is kept.
+
+    :returns: the run ids cleaned
+    """
+    base_dir = base_dir or os.environ.get('EVAC_DEPLOY_DIR', '/var/tmp')
+    out = out or sys.stderr
+    cleaned = []
+    for name in sorted(os.listdir(base_dir)):
+        run_dir = os.path.join(base_dir, name)
+        meta = os.path.join(run_dir, 'run.json')
+        if not (name.startswith('nova-evac-deploy-') and
+                os.path.isfile(meta)):
+            continue
+        with open(meta) as f:
+            run = json.load(f)
+        if os.path.exists('/proc/%d' % run['owner']):
+            continue
+        try:
+            with open(os.path.join(run_dir, 'pgids')) as f:
+                pgids = [int(line) for line in f if line.strip()]
+        except FileNotFoundError:
+            pgids = []
+        for pgid in pgids:
+            try:
+                with open('/proc/%d/cmdline' % pgid, 'rb') as f:
+                    cmdline = f.read().decode(errors='replace')
+            except OSError:
+                continue
+            if run_dir in cmdline:
+                try:
+                    os.killpg(pgid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        conn = pymysql.connect(host='127.0.0.1', port=3306, user='root',
+                               password='', autocommit=True)
+        try:
+            with conn.cursor() as cur:
+                for db in run['databases']:
+                    cur.execute('DROP DATABASE IF EXISTS `%s`' % db)
+        finally:
+            conn.close()
+        subprocess.run(['rabbitmqctl', '-q', 'delete_vhost', run['vhost']],
+                       capture_output=True)
+        os.rename(meta, meta + '.cleaned')
+        out.write('cleaned stale deployment run %s (logs kept in %s)\n' % (
+            run['run_id'], run_dir))
+        cleaned.append(run['run_id'])
+    return cleaned
+
+
 class Service(object):
     """One process of the deployment, logging to its own file."""
 
@@ -149,6 +213,8 @@ class Service(object):
         self.proc = None
         self.started_at = None
         self._checked = 0
+        # Set to the run's directory: the process group is recorded there.
+        self.run_dir = None
 
     def start(self):
         log = open(self.log_file, 'ab')
@@ -163,6 +229,8 @@ class Service(object):
             self.argv, stdout=log, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, env=env, start_new_session=True)
         log.close()
+        if self.run_dir:
+            record_pgid(self.run_dir, self.proc.pid)
 
     @property
     def running(self):
@@ -460,6 +528,13 @@ class Deployment(object):
         t0 = time.monotonic()
         for sub in ('etc', 'logs', 'state', 'instances', 'hosts'):
             os.makedirs(self.path(sub), exist_ok=True)
+        # What clean_stale() needs if this process dies without stop().
+        with open(self.path('run.json'), 'w') as f:
+            json.dump({'owner': os.getpid(), 'run_id': self.run_id,
+                       'databases': sorted(self.db.values()),
+                       'vhost': self.vhost}, f)
+        for host in self.hosts.values():
+            host.on_start = functools.partial(record_pgid, self.dir)
         self.progress('run %s in %s', self.run_id, self.dir)
         image = self.path('state', 'evac-tiny.qcow2')
         self._run('qemu-img', 'create', '-q', '-f', 'qcow2', image, '64M')
@@ -549,6 +624,7 @@ class Deployment(object):
             self.path('logs', 'nova-scheduler.log'))
         for svc in (standins, placement, api, conductor, scheduler):
             self.services[svc.name] = svc
+            svc.run_dir = self.dir
             svc.start()
         self.progress('started stand-ins, placement, nova-api, '
                       'nova-conductor, nova-scheduler')
@@ -619,6 +695,7 @@ class Deployment(object):
                       self.path('logs', '%s.log' % name))
         svc.binary = binary
         svc.hook = hook
+        svc.run_dir = self.dir
         self.services[name] = svc
         svc.start()
         self.progress('%s started (%s%s)', name, binary,
@@ -754,3 +831,16 @@ class Deployment(object):
             shutil.rmtree(self.dir, ignore_errors=True)
         if errors:
             raise RuntimeError('; '.join(errors))
+
+
+def main(argv=None):
+    """``python -m nova_evac_cleanup.deployment.services --clean-stale``."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv != ['--clean-stale']:
+        sys.exit('usage: python -m nova_evac_cleanup.deployment.services '
+                 '--clean-stale')
+    clean_stale(out=sys.stdout)
+
+
+if __name__ == '__main__':
+    main()

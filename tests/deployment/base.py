@@ -71,6 +71,9 @@ def get_deployment():
         raise RuntimeError('the deployment failed to start: %s' %
                            _STATE['error'])
     if _STATE['deployment'] is None:
+        # A run whose test process was killed (SIGKILL, a lost CI worker)
+        # left its processes, databases and vhost: end them first.
+        services.clean_stale(out=sys.__stderr__)
         d = services.Deployment(out=sys.__stderr__)
         _STATE['deployment'] = d
         atexit.register(_finish)
