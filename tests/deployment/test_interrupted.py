@@ -24,7 +24,8 @@ only point of spawn after the domain runs), and the test proves it fired.
 No exception handler runs: the evacuation stays ``pre-migrating``, the
 server in ``rebuild_spawning`` on its dead source, and evac-b keeps the
 running guest, its disk and its allocation. Then both hosts come back, in
-one order or the other. Stock nova leaves evac-b's guest running for ever
+one order or the other (on a shared instance directory: the destination
+first). Stock nova leaves evac-b's guest running for ever
 (nothing owns it); with the fix evac-b's start-up sweep ends the
 evacuation and removes it.
 """
@@ -40,11 +41,14 @@ SCENARIO = ("2. The destination's nova-compute is SIGKILLed while the "
 
 class TestDestinationKilled(base.DeploymentTestCase):
 
-    def _test(self, binary, dest_first):
+    def _test(self, binary, dest_first, shared=False):
         d = self.d
         order = ('destination restarts first' if dest_first else
                  'source restarts first')
-        self.hosts_up(evac_a={}, evac_b=dict(binary=binary, hook=True))
+        storage = '%s, %s' % ('shared instance directory' if shared else
+                              'non-shared storage', order)
+        self.hosts_up(evac_a=dict(shared=shared),
+                      evac_b=dict(binary=binary, hook=True, shared=shared))
         server = self.boot(base.SRC)
         sid = server['id']
         self.crash_source()
@@ -65,15 +69,15 @@ class TestDestinationKilled(base.DeploymentTestCase):
         self.assertIn('rebuild_spawning', killed['state'])
 
         if not dest_first:
-            self.host_up(base.SRC)
+            self.host_up(base.SRC, shared=shared)
         t0 = time.monotonic()
-        self.host_up(base.DST, binary, hook=True)
+        self.host_up(base.DST, binary, hook=True, shared=shared)
         d.timings.setdefault('destination nova-compute restart, start to '
                              'up (%s)' % base.MODES[binary], []).append(
             time.monotonic() - t0)
         after_dst = self.state(sid)
         if dest_first:
-            self.host_up(base.SRC)
+            self.host_up(base.SRC, shared=shared)
         end = {'state': self.state(sid),
                'dst': self.observe(base.DST, sid),
                'src': self.observe(base.SRC, sid),
@@ -85,14 +89,14 @@ class TestDestinationKilled(base.DeploymentTestCase):
 
         if binary == base.STOCK:
             manual = ('reset-state; virsh destroy + undefine on evac-b; '
-                      'rm -rf the instance dir; placement audit --delete; '
-                      'heal_allocations')
+                      '%splacement audit --delete; heal_allocations' % (
+                          '' if shared else 'rm -rf the instance dir; '))
         elif dest_first:
             manual = 'none on evac-b; evacuate again'
         else:
             manual = 'none on evac-b; hard reboot on evac-a'
         base.RESULTS.append({
-            'scenario': SCENARIO, 'storage': 'non-shared storage, %s' % order,
+            'scenario': SCENARIO, 'storage': storage,
             'mode': base.MODES[binary],
             'facts': {
                 'After the kill': '%s; evac-b guest %s, %d QEMU' % (
@@ -116,7 +120,11 @@ class TestDestinationKilled(base.DeploymentTestCase):
             self.assertEqual(1, end['qemu'])
         else:
             self.assertIsNone(end['dst']['guest'])
-            self.assertEqual({}, end['dst']['files'])
+            if shared:
+                # The server's own disk, on the shared directory: kept.
+                self.assertIn('disk', end['dst']['files'])
+            else:
+                self.assertEqual({}, end['dst']['files'])
             self.assertIsNone(end['dst']['allocation'])
             self.assertEqual(0, end['qemu'])
             self.assertIn('ERROR/None', end['state'])
@@ -143,3 +151,9 @@ class TestDestinationKilled(base.DeploymentTestCase):
 
     def test_fixed_source_first(self):
         self._test(base.FIXED, dest_first=False)
+
+    def test_stock_destination_first_shared(self):
+        self._test(base.STOCK, dest_first=True, shared=True)
+
+    def test_fixed_destination_first_shared(self):
+        self._test(base.FIXED, dest_first=True, shared=True)
