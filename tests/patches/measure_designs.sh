@@ -24,6 +24,6 @@ export DESIGN_MATRIX_DESIGN=$1 DESIGN_MATRIX_OUT=$out
 export DESIGN_MATRIX_DRIVER_CLEANUP=${3:-}
 export OS_NOVA_DISABLE_EVENTLET_PATCHING=False
 cd "$workdir"
-stestr init > /dev/null
-stestr --test-path "$repo_root/tests/patches" --top-dir "$repo_root" \
+"${PYTHON:-python}" -m stestr init > /dev/null
+"${PYTHON:-python}" -m stestr --test-path "$repo_root/tests/patches" --top-dir "$repo_root" \
     run test_design_matrix

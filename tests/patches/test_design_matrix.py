@@ -82,19 +82,22 @@ class DesignMatrixTest(after_spawn._AfterSpawnTest):
         spawns = len(self.world.spawns(DEST, server['id']))
         self.api.post_server_action(server['id'],
                                     {'evacuate': {'host': DEST}})
+        # An evacuation is ACTIVE, with no task state, on the source for a
+        # moment after spawn: wait for the destination, or ERROR.
         deadline = time.time() + 60
         while time.time() < deadline:
             server = self.api.get_server(server['id'])
-            if (server['OS-EXT-STS:task_state'] is None and
-                    server['status'] in ('ACTIVE', 'ERROR')):
+            if server['OS-EXT-STS:task_state'] is None and (
+                    server['status'] == 'ERROR' or
+                    (server['status'] == 'ACTIVE' and
+                     server['OS-EXT-SRV-ATTR:host'] == DEST)):
                 break
             time.sleep(0.2)
         else:
-            return 'timeout'
+            return 'timeout (%s on %s)' % (server['status'],
+                                           server['OS-EXT-SRV-ATTR:host'])
         if server['status'] == 'ERROR':
             return 'ERROR (%s)' % server.get('fault', {}).get('message')
-        if server['OS-EXT-SRV-ATTR:host'] != DEST:
-            return 'ACTIVE on %s' % server['OS-EXT-SRV-ATTR:host']
         records = self.world.spawns(DEST, server['id'])[spawns:]
         if self.STORAGE == 'non-shared' and not (
                 records and records[-1].created_disks):
