@@ -42,6 +42,8 @@ import os
 
 import fixtures
 from nova.cmd import manage
+from nova import context as nova_context
+from nova import objects
 from nova.tests import fixtures as nova_fixtures
 import testscenarios
 
@@ -79,13 +81,23 @@ class _HalfMovedTest(interrupted._InterruptedEvacuationTest):
     def where(self):
         """Where the port is bound, and the attachments' connector hosts.
 
-        :returns: ``(binding:host_id, [connector host or None, ...])``
+        Also checks that the port's active binding (of its per-host
+        bindings) is on the same host as ``binding:host_id``, and that the
+        server's BDM names the volume's one attachment.
+
+        :returns: ``(binding:host_id, [connector host or 'reserved', ...])``
         """
         port = self.neutron._ports[self.port]
-        attachments = self.cinder.volume_to_attachment[VOLUME].values()
+        active = [host for host, binding in self.neutron._port_bindings.get(
+            self.port, {}).items() if binding.get('status') == 'ACTIVE']
+        self.assertIn(active, ([], [port['binding:host_id']]))
+        attachments = self.cinder.volume_to_attachment[VOLUME]
+        bdm = objects.BlockDeviceMapping.get_by_volume(
+            nova_context.get_admin_context(), VOLUME)
+        self.assertEqual(list(attachments), [bdm.attachment_id])
         return (port['binding:host_id'],
                 sorted((a['connector'] or {}).get('host') or 'reserved'
-                       for a in attachments))
+                       for a in attachments.values()))
 
     def _start_dest(self):
         """compute1 starts again: with the fix, its sweep runs."""
