@@ -340,7 +340,7 @@ def _foreign_guests(manager, context, known):
     Costs one hypervisor listing and one query, whatever the history.
 
     :param known: instance uuids already examined
-    :returns: the instances to report, and the number of guests looked at
+    :returns: the findings to report, and the number of guests looked at
     """
     uuids = set(manager.driver.list_instance_uuids()) - set(known)
     if not uuids:
@@ -351,8 +351,11 @@ def _foreign_guests(manager, context, known):
     instances = objects.InstanceList.get_by_filters(
         context, {'uuid': sorted(uuids), 'deleted': False},
         expected_attrs=[], sort_keys=['uuid'], sort_dirs=['asc'])
-    return [instance for instance in instances
-            if instance.host != manager.host], len(uuids)
+    foreign = [i for i in instances if i.host != manager.host]
+    nodes = _nodes(manager, context) if foreign else []
+    findings = [_record_finding(manager, context, instance.uuid, nodes)
+                for instance in foreign]
+    return [f for f in findings if f is not None], len(uuids)
 
 
 def find(manager, context, guests=True, history=False):
@@ -371,17 +374,11 @@ def find(manager, context, guests=True, history=False):
                 for entry in entries]
     examined = len(entries)
     known = {f.instance_uuid for f in findings}
-    foreign = []
     if guests:
-        foreign, count = _foreign_guests(manager, context, known)
+        reported, count = _foreign_guests(manager, context, known)
         examined += count
-    for instance in foreign:
-        if not nodes:
-            nodes = _nodes(manager, context)
-        finding = _record_finding(manager, context, instance.uuid, nodes)
-        if finding is not None:
-            known.add(instance.uuid)
-            findings.append(finding)
+        findings.extend(reported)
+        known.update(f.instance_uuid for f in reported)
     if history:
         migrations = objects.MigrationList.get_by_filters(
             context, {'host': host, 'migration_type': _EVACUATION},
@@ -655,11 +652,7 @@ def _report_guests(manager, context, known):
     or whose cleanup failed: nothing journaled, so only reported.
     """
     try:
-        foreign, count = _foreign_guests(manager, context, known)
-        nodes = _nodes(manager, context) if foreign else []
-        findings = [_record_finding(manager, context, instance.uuid, nodes)
-                    for instance in foreign]
-        findings = [finding for finding in findings if finding is not None]
+        findings, count = _foreign_guests(manager, context, known)
         for finding in findings:
             _sweep_one(manager, context, finding, 'report')
         LOG.info('Guests on %s of instances hosted elsewhere: %d of %d '
