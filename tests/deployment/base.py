@@ -18,22 +18,25 @@ One :class:`~nova_evac_cleanup.deployment.services.Deployment` is started
 by the first test that needs it and torn down when the test process exits
 (stestr runs this tier in one worker: ``--concurrency 1``). A failed test
 keeps the run's directory, with every process's log, and says where it
-is. Each scenario records a row for the report (:mod:`.report`), written
+is. Each scenario records a row for the report
+(:func:`nova_evac_cleanup.reproduce.report.deployment_text`), written
 at exit to ``$EVAC_DEPLOY_REPORT`` (default ``deployment-report.txt`` in
 the working directory).
 """
 
 import atexit
+from importlib import metadata
 import os
 import signal
 import socket
+import subprocess
 import sys
 import time
 
 import testtools
 
-from nova_evac_cleanup.deployment import report
 from nova_evac_cleanup.deployment import services
+from nova_evac_cleanup.reproduce import report
 
 SRC = 'evac-a'
 DST = 'evac-b'
@@ -52,12 +55,33 @@ def _finish():
     path = os.environ.get('EVAC_DEPLOY_REPORT',
                           os.path.abspath('deployment-report.txt'))
     try:
-        text = report.render(RESULTS, d.timings, d.rss_samples)
+        text = report.deployment_text(RESULTS, d.timings, d.rss_samples,
+                                      software_versions())
         with open(path, 'w') as f:
             f.write(text)
         sys.__stderr__.write('\n%s\nreport written to %s\n' % (text, path))
     finally:
         d.stop(keep_logs=bool(_STATE['failed']))
+
+
+def software_versions():
+    """What the deployment ran: nova, placement, libvirt and QEMU."""
+    found = []
+    for name in ('nova', 'openstack-placement'):
+        try:
+            found.append('%s %s' % (name, metadata.version(name)))
+        except metadata.PackageNotFoundError:
+            pass
+    for command in (['libvirtd', '--version'],
+                    ['qemu-system-x86_64', '--version']):
+        try:
+            out = subprocess.run(command, capture_output=True, text=True,
+                                 timeout=30).stdout
+        except OSError:
+            continue
+        if out.strip():
+            found.append(out.splitlines()[0].strip())
+    return found
 
 
 def _exit(signum, frame):
@@ -149,10 +173,10 @@ class DeploymentTestCase(testtools.TestCase):
         return socks
 
     # Servers
-    def boot(self, host=SRC, name=None):
+    def boot(self, host=SRC, name=None, image_id=services.IMAGE_ID):
         d = self.d
         server = d.compute.boot(name or self.id().rsplit('.', 1)[-1],
-                                d.flavor_id, services.IMAGE_ID, host=host)
+                                d.flavor_id, image_id, host=host)
         self.addCleanup(self.delete_server, server['id'])
         t0 = time.monotonic()
         server = d.compute.wait_server(server['id'], ('ACTIVE', 'ERROR'))

@@ -155,9 +155,9 @@ def main(argv=None):
 def _run(args, stdout, stderr):
     progress = Progress(stderr)
     progress('importing nova ...')
-    from nova_evac_cleanup import reproduce_report as report
-    from nova_evac_cleanup import reproduce_story as story
-    from nova_evac_cleanup import reproduce_verdict as verdict
+    from nova_evac_cleanup.reproduce import report
+    from nova_evac_cleanup.reproduce import story
+    from nova_evac_cleanup.reproduce import verdict
     # Importing nova's test tree installs a root log handler on stdout.
     quiet_logging(stderr if args.verbose else None)
 
@@ -208,6 +208,3 @@ def _run(args, stdout, stderr):
     progress('finished in %.1f s' % elapsed)
     return judgement['exit_code']
 
-
-if __name__ == '__main__':
-    sys.exit(main())

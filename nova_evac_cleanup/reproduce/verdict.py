@@ -14,17 +14,22 @@
 
 """Judge what ``nova-evac-reproduce`` observed.
 
-Pure functions over the dicts :func:`nova_evac_cleanup.reproduce_story.play`
+Pure functions over the dicts :func:`nova_evac_cleanup.reproduce.story.play`
 returns: whether stock nova showed the bug (and whether it was expected to,
 for the stage and storage), whether the fixed computes left compute1 clean,
 and which manual steps an operator would still need.
+
+It reads the fake libvirt driver's stages, which imports nova: import it
+once nova's eventlet monkey patching is done, as
+:mod:`nova_evac_cleanup.reproduce.story`.
 """
 
+from nova_evac_cleanup.testing import fake_libvirt
+
 #: The stages of the fake libvirt driver's spawn whose failure the driver
-#: cleans up itself, and the first stage (nothing created yet). Kept in
-#: step with ``fake_libvirt.SELF_CLEANING_STAGES`` by the functional tests.
-SELF_CLEANING_STAGES = ('define_domain', 'plug_vifs', 'launch')
-FIRST_STAGE = 'create_instance_dir'
+#: cleans up itself, and the first stage (nothing created yet).
+SELF_CLEANING_STAGES = fake_libvirt.SELF_CLEANING_STAGES
+FIRST_STAGE = fake_libvirt.STAGES[0]
 
 
 def stock_expectation(stage, storage):

@@ -21,7 +21,7 @@ compute0, evacuate to compute1 with a spawn failure injected at a stage,
 look at what is left on compute1, evacuate again without a fault.
 
 This module imports nova: import it only once nova's eventlet monkey
-patching is done (see :mod:`nova_evac_cleanup.reproduce`).
+patching is done (see :mod:`nova_evac_cleanup.reproduce.cli`).
 """
 
 import logging

@@ -12,14 +12,25 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""Tell what ``nova-evac-reproduce`` observed, in plain words.
+"""The reports: stock nova and the fix side by side, in plain text.
 
-:func:`story_text` narrates one run step by step, :func:`summary_text`
-puts the runs side by side. Both take the dicts of
-:mod:`nova_evac_cleanup.reproduce_story` and
-:mod:`nova_evac_cleanup.reproduce_verdict` and return text.
+One module renders what both ways of showing the bug print:
+
+* ``nova-evac-reproduce`` (in-process nova, fake libvirt driver):
+  :func:`story_text` narrates one run step by step and
+  :func:`summary_text` puts the runs side by side; both take the dicts of
+  :mod:`nova_evac_cleanup.reproduce.story` and
+  :mod:`nova_evac_cleanup.reproduce.verdict`.
+* the deployment tier (``tox -e deployment``: nova processes, real libvirtd
+  and QEMU): :func:`deployment_text` puts the rows its scenarios recorded
+  side by side, then the timings and the memory of the processes.
+
+Both comparisons are :func:`comparison` tables (a row per fact, a column
+per run), drawn by :func:`table` as reStructuredText grid tables, so that
+the documentation can include a report as it is printed.
 """
 
+import collections
 import textwrap
 
 STAGE_WORDS = {
@@ -273,56 +284,25 @@ def _verdict_cell(name, verdict):
     return ['clean (as it should)' if verdict['ok'] else 'NOT clean']
 
 
-def _table(header, rows):
-    """Render rows of multi-line cells as a plain text table."""
-    widths = [max(len(line) for row in [header] + rows
-                  for line in (row[col] if isinstance(row[col], list)
-                               else [row[col]]))
-              for col in range(len(header))]
-    rule = '+' + '+'.join('-' * (w + 2) for w in widths) + '+'
-
-    def render(row):
-        cells = [cell if isinstance(cell, list) else [cell] for cell in row]
-        height = max(len(cell) for cell in cells)
-        lines = []
-        for i in range(height):
-            lines.append('| ' + ' | '.join(
-                (cell[i] if i < len(cell) else '').ljust(width)
-                for cell, width in zip(cells, widths)) + ' |')
-        return lines
-
-    out = [rule] + render(header) + [rule]
-    for row in rows:
-        out.extend(render(row))
-        out.append(rule)
-    return '\n'.join(out)
-
-
 def summary_text(stage, storage, stories, judgement):
     """The runs side by side, and what to make of them."""
     names = [name for name in ('stock', 'fixed') if name in stories]
     titles = {'stock': 'Stock nova', 'fixed': 'With the fix'}
     verdicts = judgement['verdicts']
-    header = [''] + [titles[name] for name in names]
-
-    def row(label, cell):
-        return [label] + [cell(name) for name in names]
-
-    rows = [
-        row('Left on compute1 after\nthe failed evacuation'.splitlines(),
-            lambda n: _leftover_cell(stories[n], verdicts[n])),
-        row("Bytes left on compute1's\nown storage".splitlines(),
-            lambda n: _bytes_cell(stories[n])),
-        row('Placement (compute1)',
-            lambda n: _placement_cell(stories[n])),
-        row('Evacuating again',
-            lambda n: _retry_cell(stories[n], verdicts[n])),
-        row('Manual steps still\nneeded on compute1'.splitlines(),
-            lambda n: _steps_cell(verdicts[n])),
-        row('Verdict', lambda n: _verdict_cell(n, verdicts[n])),
-    ]
+    columns = collections.OrderedDict()
+    for name in names:
+        story, verdict = stories[name], verdicts[name]
+        columns[titles[name]] = collections.OrderedDict([
+            ('Left on compute1 after the failed evacuation',
+             _leftover_cell(story, verdict)),
+            ("Bytes left on compute1's own storage", _bytes_cell(story)),
+            ('Placement (compute1)', _placement_cell(story)),
+            ('Evacuating again', _retry_cell(story, verdict)),
+            ('Manual steps still needed on compute1', _steps_cell(verdict)),
+            ('Verdict', _verdict_cell(name, verdict)),
+        ])
     out = ['', 'Summary (failure at %s, %s storage)' % (stage, storage),
-           _table(header, rows), '']
+           comparison(columns), '']
     if 'stock' in verdicts and not verdicts['stock']['bug_expected']:
         out.append(_wrap('Note: at this stage and storage %s.' %
                          verdicts['stock']['expectation'], ''))
@@ -358,3 +338,143 @@ def _steps_cell(verdict):
         cells.append('then evacuate again' if cells else
                      'none; just evacuate again')
     return cells or ['-']
+
+
+# Tables, for both reports.
+
+#: The widest a column of :func:`table` grows before its cells wrap.
+CELL_WIDTH = 30
+#: What a comparison shows for a fact one run did not record.
+NOT_RECORDED = 'not run'
+
+
+def _cell_lines(cell, width):
+    """A cell's lines: a list is kept line by line, text is wrapped."""
+    paragraphs = cell if isinstance(cell, (list, tuple)) else \
+        str(cell).split('\n')
+    lines = []
+    for paragraph in paragraphs:
+        lines.extend(textwrap.wrap(paragraph, width,
+                                   break_on_hyphens=False) or [''])
+    return lines
+
+
+def table(header, rows, widths=None):
+    """A reStructuredText grid table of ``header`` and ``rows``.
+
+    A cell is text (wrapped to its column, ``\\n`` starts a new line) or
+    a list of lines. A column is as wide as its longest line, at most
+    :data:`CELL_WIDTH`, unless ``widths`` says otherwise.
+    """
+    rows = [list(row) for row in rows]
+    if widths is None:
+        widths = []
+        for col in range(len(header)):
+            longest = max(len(line) for row in [header] + rows
+                          for line in _cell_lines(row[col], 10 ** 6))
+            widths.append(max(1, min(longest, CELL_WIDTH)))
+    rule = '+' + '+'.join('-' * (width + 2) for width in widths) + '+'
+    out = [rule]
+
+    def emit(row):
+        cells = [_cell_lines(cell, width)
+                 for cell, width in zip(row, widths)]
+        for i in range(max(len(cell) for cell in cells)):
+            out.append('| ' + ' | '.join(
+                (cell[i] if i < len(cell) else '').ljust(width)
+                for cell, width in zip(cells, widths)) + ' |')
+
+    emit(header)
+    out.append(rule.replace('-', '='))
+    for row in rows:
+        emit(row)
+        out.append(rule)
+    return '\n'.join(out)
+
+
+def comparison(columns):
+    """Runs side by side: a row per fact, a column per run.
+
+    :param columns: an ordered {run title: an ordered {fact: cell}}; the
+        facts appear in the order they are first met, and a fact a run
+        did not record reads :data:`NOT_RECORDED`
+    """
+    labels = []
+    for facts in columns.values():
+        labels.extend(label for label in facts if label not in labels)
+    rows = [[label] + [facts.get(label, NOT_RECORDED)
+                       for facts in columns.values()]
+            for label in labels]
+    return table([''] + list(columns), rows)
+
+
+# The deployment tier's report.
+
+#: The columns of the deployment report: a scenario row's ``mode``, and
+#: its title.
+DEPLOYMENT_MODES = collections.OrderedDict([
+    ('stock', 'Stock nova-compute'),
+    ('fixed', 'nova-compute-evac-cleanup'),
+])
+
+
+def _seconds(values):
+    if isinstance(values, (int, float)):
+        return '%.1f s' % values
+    values = list(values)
+    if not values:
+        return '-'
+    if len(values) == 1:
+        return '%.1f s' % values[0]
+    return '%.1f s mean, %.1f-%.1f s (%d runs)' % (
+        sum(values) / len(values), min(values), max(values), len(values))
+
+
+def _mib(kib):
+    return '%.0f MiB' % (kib / 1024.0)
+
+
+def deployment_text(results, timings=None, rss_samples=None,
+                    software=None):
+    """The deployment tier's report.
+
+    :param results: the rows the scenarios recorded, each a dict with
+        ``scenario`` (a title), ``storage``, ``mode`` (a key of
+        :data:`DEPLOYMENT_MODES`) and ``facts`` (an ordered {label: text})
+    :param timings: {step: seconds, or a list of them}
+    :param rss_samples: {when: {process: RSS in KiB}}
+    :param software: what ran, e.g. ``['nova 34.0.0', 'libvirt 9.0.0']``
+    :returns: one comparison per scenario and storage, in scenario order,
+        then the timings and the memory
+    """
+    out = ['Deployment tier report: stock nova-compute vs '
+           'nova-compute-evac-cleanup',
+           '(real nova processes, MariaDB, RabbitMQ, libvirtd and QEMU '
+           'TCG per host)']
+    if software:
+        out.append(_wrap('Software: %s' % ', '.join(software), ''))
+    out.append('')
+    groups = collections.OrderedDict()
+    for row in results:
+        groups.setdefault((row['scenario'], row['storage']), {})[
+            row['mode']] = row['facts']
+    for (scenario, storage), modes in sorted(groups.items()):
+        title = '%s (%s)' % (scenario, storage)
+        columns = collections.OrderedDict(
+            (heading, modes.get(mode, {}))
+            for mode, heading in DEPLOYMENT_MODES.items())
+        out += [title, '~' * len(title), '', comparison(columns), '']
+    if timings:
+        out += ['Timings', '~~~~~~~', '',
+                table(['Step', 'Time'],
+                      [[step, _seconds(values)]
+                       for step, values in timings.items()],
+                      widths=[40, 44]), '']
+    if rss_samples:
+        out += ['Memory (RSS)', '~~~~~~~~~~~~', '']
+        for when, sample in rss_samples.items():
+            rows = [[name, _mib(kib)] for name, kib in sorted(sample.items())]
+            rows.append(['total', _mib(sum(sample.values()))])
+            out += [when, '', table(['Process', 'RSS'], rows,
+                                    widths=[40, 12]), '']
+    return '\n'.join(out) + '\n'
