@@ -207,4 +207,3 @@ def _run(args, stdout, stderr):
     stdout.flush()
     progress('finished in %.1f s' % elapsed)
     return judgement['exit_code']
-
