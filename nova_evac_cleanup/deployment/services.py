@@ -41,6 +41,7 @@ import pymysql
 
 from nova_evac_cleanup.deployment import client
 from nova_evac_cleanup.deployment import hypervisor
+from nova_evac_cleanup.deployment import standins
 
 # oslo.log's line: date time pid LEVEL logger
 CRITICAL = re.compile(rb'^\S+ \S+ \d+ CRITICAL ')
@@ -605,7 +606,8 @@ class Deployment(object):
             '--glance-port', str(self.ports['glance']),
             '--neutron-port', str(self.ports['neutron']),
             '--image', self.path('state', 'evac-tiny.qcow2'),
-            '--image-id', IMAGE_ID], self.path('logs', 'standins.log'))
+            '--image-id', IMAGE_ID, '--image-dir', self.image_dir()],
+            self.path('logs', 'standins.log'))
         placement = self._uwsgi(
             'placement', 'placement.wsgi.api:application',
             self.ports['placement'],
@@ -727,6 +729,38 @@ class Deployment(object):
                 return f.read().split()
         except FileNotFoundError:
             return []
+
+    # Images
+    def image_dir(self):
+        path = self.path('state', 'glance')
+        os.makedirs(path, exist_ok=True)
+        return path
+
+    def create_image(self):
+        """A new image id in the glance stand-in: no host has cached it.
+
+        Its data are :data:`IMAGE_ID`'s; the stand-in serves it from now.
+        """
+        image_id = str(uuid.uuid4())
+        standins.Glance.register(self.image_dir(), image_id)
+        return image_id
+
+    def image_size(self):
+        """The size in bytes of the images' data."""
+        return os.path.getsize(self.path('state', 'evac-tiny.qcow2'))
+
+    def truncate_image(self, image_id, size=None):
+        """Serve ``image_id``'s data cut after ``size`` bytes; None: whole.
+
+        Applies to the downloads that start from now on.
+        """
+        standins.Glance.register(self.image_dir(), image_id, truncate=size)
+
+    def delete_image(self, image_id):
+        try:
+            os.unlink(os.path.join(self.image_dir(), '%s.json' % image_id))
+        except FileNotFoundError:
+            pass
 
     def ensure_compute(self, host, binary=STOCK, hook=False, wait=True,
                        **conf):

@@ -17,12 +17,21 @@
 ::
 
     python -m nova_evac_cleanup.deployment.standins \\
-        --glance-port G --neutron-port N --image QCOW2 --image-id UUID
+        --glance-port G --neutron-port N --image QCOW2 --image-id UUID \\
+        [--image-dir DIR]
 
 The glance stand-in serves one real image (a small qcow2 made with
-``qemu-img``) with the size and checksums glanceclient verifies. The
-neutron stand-in is enough for servers with ``networks='none'``: every
-listing is empty. Each request is logged on stdout.
+``qemu-img``) with the size and checksums glanceclient verifies. With
+``--image-dir`` it also serves, under other ids, the same bytes for each
+``DIR/<id>.json`` a test writes (:meth:`Glance.register`): a nova host
+downloads an image once and caches it, so a test that needs a host to
+download one again needs an id that host never saw. The file is read on
+each request; ``{"truncate": N}`` in it makes the stand-in serve that
+image's data cut after N bytes, as glance serves an image whose stored
+data is truncated: the headers announce the recorded size and checksum,
+the connection closes after the N bytes. The neutron stand-in is enough
+for servers with ``networks='none'``: every listing is empty. Each request
+is logged on stdout.
 """
 
 import argparse
@@ -73,12 +82,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
 
 class Glance(object):
-    """GET of the one image, its data and the image schema."""
+    """GET of the images, their data and the image schema."""
 
-    def __init__(self, image_path, image_id):
+    def __init__(self, image_path, image_id, image_dir=None):
         with open(image_path, 'rb') as f:
             self.data = f.read()
         self.image_id = image_id
+        self.image_dir = image_dir
         self.image = {
             'id': image_id, 'name': 'evac-tiny', 'status': 'active',
             'visibility': 'public', 'protected': False,
@@ -95,9 +105,76 @@ class Glance(object):
             'schema': '/v2/schemas/image',
         }
 
+    @staticmethod
+    def register(image_dir, image_id, truncate=None):
+        """Serve ``image_id`` (the same bytes), cut after ``truncate``.
+
+        Written whole or not at all: the stand-in reads it per request.
+        """
+        path = os.path.join(image_dir, '%s.json' % image_id)
+        with open(path + '.tmp', 'w') as f:
+            json.dump({'truncate': truncate}, f)
+        os.replace(path + '.tmp', path)
+
+    def _settings(self, image_id):
+        """A served image's settings ({} for the first); None if unknown."""
+        if image_id == self.image_id:
+            return {}
+        if not (self.image_dir and image_id and
+                image_id.replace('-', '').isalnum()):
+            return None
+        try:
+            with open(os.path.join(self.image_dir,
+                                   '%s.json' % image_id)) as f:
+                return json.load(f)
+        except FileNotFoundError:
+            return None
+
+    def _ids(self):
+        extra = sorted(name[:-len('.json')]
+                       for name in os.listdir(self.image_dir)
+                       if name.endswith('.json')) if self.image_dir else []
+        return [self.image_id] + extra
+
+    def _record(self, image_id):
+        return dict(self.image, id=image_id,
+                    file='/v2/images/%s/file' % image_id,
+                    self='/v2/images/%s' % image_id)
+
+    def _data(self, req, image_id, settings):
+        """The image's data; cut short, and the connection closed, if asked.
+
+        The truncated response is what glance sends when the data in its
+        store is shorter than the image's recorded size.
+        """
+        truncate = settings.get('truncate')
+        checksum = [('Content-MD5', self.image['checksum'])]
+        if truncate is None:
+            req._send(200, self.data, 'application/octet-stream', checksum)
+            return
+        req.send_response(200)
+        req.send_header('Content-Type', 'application/octet-stream')
+        req.send_header('Content-Length', str(len(self.data)))
+        for name, value in checksum:
+            req.send_header(name, value)
+        req.end_headers()
+        if req.command == 'HEAD':
+            return
+        sys.stdout.write('glance image %s served truncated: %d of %d bytes, '
+                         'then the connection closed\n' % (
+                             image_id, min(truncate, len(self.data)),
+                             len(self.data)))
+        sys.stdout.flush()
+        req.wfile.write(self.data[:truncate])
+        req.wfile.flush()
+        req.close_connection = True
+
     def route(self, req):
         path = req.path.split('?')[0].rstrip('/')
-        image = '/v2/images/%s' % self.image_id
+        parts = path.split('/')
+        image_id = parts[3] if len(parts) > 3 and parts[1:3] == [
+            'v2', 'images'] else None
+        settings = self._settings(image_id)
         if path in ('', '/v2'):
             req._send(200, {'versions': [{
                 'id': 'v2.16', 'status': 'CURRENT',
@@ -107,13 +184,13 @@ class Glance(object):
             props = {name: {} for name in self.image}
             req._send(200, {'name': 'image', 'properties': props,
                             'additionalProperties': {'type': 'string'}})
-        elif path == image:
-            req._send(200, self.image)
-        elif path == image + '/file':
-            req._send(200, self.data, 'application/octet-stream',
-                      [('Content-MD5', self.image['checksum'])])
+        elif settings is not None and len(parts) == 4:
+            req._send(200, self._record(image_id))
+        elif settings is not None and len(parts) == 5 and parts[4] == 'file':
+            self._data(req, image_id, settings)
         elif path == '/v2/images':
-            req._send(200, {'images': [self.image]})
+            req._send(200, {'images': [self._record(i)
+                                       for i in self._ids()]})
         else:
             req._send(404, {'error': 'no such image'})
 
@@ -151,8 +228,10 @@ def main(argv=None):
     parser.add_argument('--neutron-port', type=int, required=True)
     parser.add_argument('--image', required=True)
     parser.add_argument('--image-id', required=True)
+    parser.add_argument('--image-dir')
     args = parser.parse_args(argv)
-    serve(args.glance_port, 'glance', Glance(args.image, args.image_id))
+    serve(args.glance_port, 'glance',
+          Glance(args.image, args.image_id, args.image_dir))
     _, thread = serve(args.neutron_port, 'neutron', Neutron())
     print('stand-ins ready, pid %d' % os.getpid(), flush=True)
     thread.join()
