@@ -63,6 +63,7 @@ from oslo_log import log as logging
 
 from nova_evac_cleanup import journal
 from nova_evac_cleanup import nova_support
+from nova_evac_cleanup import runbook
 from nova_evac_cleanup import unwind
 
 CONF = cfg.CONF
@@ -301,25 +302,18 @@ def _commands(finding):
     if finding.kind in (IN_PROGRESS, LIVES_HERE, DELETED) or (
             not finding.left_here()):
         return []
-    commands = []
-    if finding.guest:
-        commands.append('virsh destroy %s; virsh undefine --nvram %s' % (
-            instance.name, instance.name))
-    if finding.files:
-        path = journal.instance_path(finding.host, instance)
-        commands.append(
-            'rm -rf %s  # only after checking it is not on storage shared '
-            'with %s: it may be the only copy of the disks' % (
-                path, instance.host))
-    for rp in sorted(finding.allocation_here):
-        commands.append(
-            'openstack --os-placement-api-version 1.12 resource provider '
-            'allocation unset --provider %s %s' % (rp, instance.uuid))
-    if finding.kind == INTERRUPTED or (
-            instance.task_state in task_states.rebuild_states):
-        commands.append('openstack server set --state error %s' %
-                        instance.uuid)
-    return commands
+    # Files this evacuation does not own are only ever reported: whether
+    # they are on storage shared with the instance's host is for the
+    # operator to check.
+    steps = runbook.cleanup_steps(
+        finding.host, instance.uuid, instance.name,
+        task_stuck=(finding.kind == INTERRUPTED or
+                    instance.task_state in task_states.rebuild_states),
+        guest=finding.guest,
+        instance_dir=(journal.instance_path(finding.host, instance)
+                      if finding.files else None),
+        shared_with=instance.host, providers=finding.allocation_here)
+    return [step.command for step in steps]
 
 
 # Finding.
@@ -598,8 +592,7 @@ def _report_missing_allocation(finding, manager, context):
     """
     if _allocations(manager, context, finding.instance_uuid):
         return
-    command = ('nova-manage placement heal_allocations --instance %s' %
-               finding.instance_uuid)
+    command = runbook.heal_allocations(finding.instance_uuid).command
     LOG.warning('Evacuation %s to %s: the instance has no allocation left; '
                 'run: %s', finding.migration_uuid, finding.host, command,
                 instance_uuid=finding.instance_uuid)

@@ -33,6 +33,8 @@ the documentation can include a report as it is printed.
 import collections
 import textwrap
 
+from nova_evac_cleanup import runbook
+
 STAGE_WORDS = {
     'create_instance_dir': 'creating the instance directory (before '
                            'anything exists on compute1)',
@@ -313,7 +315,7 @@ def summary_text(stage, storage, stories, judgement):
     for name in names:
         if steps[name]:
             out.append('%s, the operator\'s steps in full:' % titles[name])
-            out.extend('  %d. %s' % (i, step)
+            out.extend('  %d. %s' % (i, runbook.text(runbook.Step(**step)))
                        for i, step in enumerate(steps[name], 1))
     out.append('')
     out.append('Result: %s' % (
@@ -323,21 +325,11 @@ def summary_text(stage, storage, stories, judgement):
 
 
 def _steps_cell(verdict):
-    steps = verdict['manual_steps']
-    cells = []
-    for step in steps[:-1]:
-        if 'virsh destroy' in step:
-            cells.append('virsh destroy+undefine')
-        elif 'virsh' in step:
-            cells.append('virsh undefine')
-        elif 'rm -rf' in step:
-            cells.append('rm -rf instance dir')
-        else:
-            cells.append('placement audit --delete')
-    if steps:
-        cells.append('then evacuate again' if cells else
-                     'none; just evacuate again')
-    return cells or ['-']
+    """The manual steps in a few words each, ending with the retry."""
+    steps = [step['what'] for step in verdict['manual_steps']]
+    if steps == ['evacuate again']:
+        return ['none; just evacuate again']
+    return steps or ['-']
 
 
 # Tables, for both reports.

@@ -166,6 +166,7 @@ class StoryTestCase(functional.EvacuateTestCase):
                 None if world.storage == 'non-shared'
                 else shared_now == shared_before),
             'allocation': allocation and allocation['resources'],
+            'allocation_provider': allocation and self.dest_rp,
         }
 
     def _migrations(self, uuid):

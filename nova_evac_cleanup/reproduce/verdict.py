@@ -24,6 +24,7 @@ once nova's eventlet monkey patching is done, as
 :mod:`nova_evac_cleanup.reproduce.story`.
 """
 
+from nova_evac_cleanup import runbook
 from nova_evac_cleanup.testing import fake_libvirt
 
 #: The stages of the fake libvirt driver's spawn whose failure the driver
@@ -87,7 +88,7 @@ def retry_outcome(story):
     retry = story.get('retry')
     if not retry:
         return 'not-run'
-    if retry['status'] != 'ACTIVE' or retry['host'] != 'compute1':
+    if retry['status'] != 'ACTIVE' or retry['host'] != DEST:
         return 'failed'
     if story['storage'] == 'non-shared':
         if (retry['disk_generation'] == retry['spawn_generation'] and
@@ -101,6 +102,8 @@ def retry_outcome(story):
 
 #: nova's default ``[DEFAULT] instances_path``, for the manual steps.
 INSTANCES_PATH = '/var/lib/nova/instances'
+#: The host the story evacuates to.
+DEST = 'compute1'
 
 
 def manual_steps(story):
@@ -110,24 +113,23 @@ def manual_steps(story):
     evacuating again; the second evacuation itself is always listed last.
     The commands are those for a real deployment with nova's default
     ``instances_path``.
+
+    :returns: a list of dicts, one per :class:`~nova_evac_cleanup.runbook.
+        Step`: ``what``, ``command`` and ``host``
     """
     after = story.get('after_failure')
     if not after:
         return []
     uuid = story['server']['id']
-    domain = story['server']['instance_name']
-    steps = []
-    if after['domain'] == 'running':
-        steps.append('on compute1: virsh destroy %s; virsh undefine %s' % (
-            domain, domain))
-    elif after['domain']:
-        steps.append('on compute1: virsh undefine %s' % domain)
-    if after['own_dir_exists']:
-        steps.append('on compute1: rm -rf %s/%s' % (INSTANCES_PATH, uuid))
-    if after['allocation'] or after['placement_audit']['exit_code'] == 3:
-        steps.append('nova-manage placement audit --delete')
-    steps.append('openstack server evacuate --host compute1 %s' % uuid)
-    return steps
+    steps = runbook.cleanup_steps(
+        DEST, uuid, story['server']['instance_name'],
+        guest=after['domain'],
+        instance_dir=('%s/%s' % (INSTANCES_PATH, uuid)
+                      if after['own_dir_exists'] else None),
+        providers=[after['allocation_provider']] if after['allocation']
+        else ())
+    steps.append(runbook.evacuate(uuid, DEST))
+    return [step._asdict() for step in steps]
 
 
 def judge_stock(story):

@@ -100,7 +100,8 @@ class _Reproduce(testtools.TestCase):
         self.assertEqual('compute1', retry['host'])
         self.assertEqual(['openstack server evacuate --host compute1 %s' %
                           self.fixed['observations']['server']['id']],
-                         verdict['manual_steps'])
+                         [step['command']
+                          for step in verdict['manual_steps']])
 
 
 class NonSharedGetGuestXmlTest(_Reproduce):
@@ -126,7 +127,7 @@ class NonSharedGetGuestXmlTest(_Reproduce):
         self.assertEqual('ACTIVE', retry['status'])
         self.assertNotEqual(retry['spawn_generation'],
                             retry['disk_generation'])
-        self.assertTrue(any('rm -rf' in step
+        self.assertTrue(any('rm -rf' in step['command']
                             for step in verdict['manual_steps']))
 
     def test_fixed_is_clean_and_retry_gets_a_fresh_disk(self):
@@ -154,7 +155,7 @@ class SharedWaitForBootTest(_Reproduce):
         self.assertEqual('ERROR', observations['retry']['status'])
         self.assertIn('already exists',
                       observations['retry']['fault_message'])
-        self.assertTrue(any('virsh destroy' in step
+        self.assertTrue(any('virsh destroy' in step['command']
                             for step in verdict['manual_steps']))
 
     def test_fixed_is_clean_and_keeps_the_shared_disk(self):
