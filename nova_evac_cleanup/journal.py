@@ -101,17 +101,20 @@ def _path(host, migration_uuid):
     return os.path.join(_directory(host), '%s.json' % migration_uuid)
 
 
-def write(entry):
-    """Write ``entry`` atomically (a new file renamed into place)."""
-    directory = _directory(entry.host)
-    fileutils.ensure_tree(directory)
-    path = _path(entry.host, entry.migration_uuid)
+def _write_json(path, data):
+    """Write ``data`` to ``path`` atomically: a new file renamed in place."""
+    fileutils.ensure_tree(os.path.dirname(path))
     temporary = path + '.tmp'
     with open(temporary, 'w') as stream:
-        json.dump(entry.as_dict(), stream)
+        json.dump(data, stream)
         stream.flush()
         os.fsync(stream.fileno())
     os.replace(temporary, path)
+
+
+def write(entry):
+    """Write ``entry`` atomically."""
+    _write_json(_path(entry.host, entry.migration_uuid), entry.as_dict())
 
 
 def remove(entry):
@@ -249,6 +252,75 @@ def owns_directory(entry, instance):
         return False, ('%s is on another filesystem than the one the '
                        'evacuation created it on' % path)
     return True, None
+
+
+# Directories found on shared storage.
+
+def _shared_note_path(host, migration_uuid):
+    return os.path.join(_directory(host), 'shared',
+                        '%s.json' % migration_uuid)
+
+
+def note_shared_directory(entry, instance):
+    """Note that ``entry``'s evacuation found the files on shared storage.
+
+    Called when that evacuation ends without the instance on this host
+    (its spawn failed and the disks were kept, or the sweep or the audit
+    ended it): the instance directory here then holds the instance's own
+    files, on storage its host shares, not leftovers of this host's. The
+    audit reads the note (:func:`shares_directory`) so as not to offer to
+    remove the only copy of the disks. It names the directory and its
+    filesystem: a directory elsewhere, or on another filesystem later, is
+    not covered by it. Never raises: without a note the files are reported
+    as kept, with the warning to check before removing them.
+    """
+    if entry.shared_storage is not True:
+        return
+    path = instance_path(entry.host, instance)
+    try:
+        _write_json(_shared_note_path(entry.host, entry.migration_uuid), {
+            'instance_uuid': instance.uuid,
+            'migration_uuid': entry.migration_uuid,
+            'dir_path': path,
+            'dir_device': os.stat(path).st_dev})
+    except OSError:
+        LOG.exception('Could not note that evacuation %s found %s on shared '
+                      'storage; the audit will report its files as kept',
+                      entry.migration_uuid, path, instance=instance)
+
+
+def shares_directory(host, migration_uuid, instance):
+    """Whether the evacuation found this instance directory shared.
+
+    True only if :func:`note_shared_directory` noted it for this
+    migration, and the directory is, right now, the one it noted, on the
+    same filesystem.
+    """
+    try:
+        with open(_shared_note_path(host, migration_uuid)) as stream:
+            note = json.load(stream)
+        path = instance_path(host, instance)
+        device = os.stat(path).st_dev
+    except FileNotFoundError:
+        return False
+    except (OSError, ValueError):
+        LOG.exception('Ignoring the unreadable shared-storage note of '
+                      'evacuation %s', migration_uuid, instance=instance)
+        return False
+    return (note.get('instance_uuid') == instance.uuid and
+            note.get('dir_path') == path and
+            note.get('dir_device') == device)
+
+
+def forget_shared_directory(host, migration_uuid):
+    """Remove the note of an instance that is gone or now lives here."""
+    try:
+        os.unlink(_shared_note_path(host, migration_uuid))
+    except FileNotFoundError:
+        pass
+    except OSError:
+        LOG.exception('Could not remove the shared-storage note of '
+                      'evacuation %s', migration_uuid)
 
 
 def directory_contents(path):

@@ -111,12 +111,13 @@ class _Evacuation(object):
                           'the start-up sweep will keep its disks',
                           self.entry.migration_uuid, instance=instance)
 
-    def forget(self, succeeded):
+    def forget(self, instance, succeeded):
         """nova's rebuild code returned or raised: nothing left to journal.
 
         :param succeeded: whether it returned; the directory is then the
             instance's own and loses its marker. Otherwise an empty
-            directory it created is removed.
+            directory it created is removed, and a directory found on
+            shared storage is noted as the instance's own.
         """
         if self.entry is None:
             return
@@ -126,6 +127,7 @@ class _Evacuation(object):
             # A failure before spawn leaves the directory as it was made;
             # left there, it would pass for shared storage next time.
             journal.abandon_directory(self.entry)
+            journal.note_shared_directory(self.entry, instance)
         journal.remove(self.entry)
 
 
@@ -235,7 +237,7 @@ class EvacuateCleanupMixin(object):
                     if evacuation.spawned:
                         self._destroy_after_spawn(context, instance,
                                                   evacuation, error)
-                    evacuation.forget(succeeded=False)
+                    evacuation.forget(instance, succeeded=False)
             raise
         if evacuation is not None:
             # Still journaled: nova's rebuild_instance has yet to record
@@ -263,11 +265,11 @@ class EvacuateCleanupMixin(object):
                     if evacuation.rebuilt:
                         self._end_unrecorded_evacuation(
                             context, instance, evacuation, error)
-                    evacuation.forget(succeeded=False)
+                    evacuation.forget(instance, succeeded=False)
             raise
         evacuation = self._evacuations.pop(instance.uuid, None)
         if evacuation is not None:
-            evacuation.forget(succeeded=True)
+            evacuation.forget(instance, succeeded=True)
         return result
 
     def _shared_storage_before_spawn(self, instance, on_shared_storage):

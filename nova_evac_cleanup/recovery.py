@@ -113,6 +113,9 @@ class Finding(object):
         self.files = {}
         self.allocation_here = {}
         self.owns_directory = False
+        #: the files are the instance's own, on storage shared with its
+        #: host, as the evacuation found before spawn
+        self.files_shared = False
         self.disks = ''
         self.actions = []
         self.commands = []
@@ -129,7 +132,8 @@ class Finding(object):
 
     def left_here(self):
         """Whether anything of it is on this host."""
-        return bool(self.guest or self.files or self.allocation_here)
+        return bool(self.guest or (self.files and not self.files_shared) or
+                    self.allocation_here)
 
     def as_dict(self):
         instance, migration = self.instance, self.migration
@@ -147,6 +151,7 @@ class Finding(object):
             'source_compute': migration.source_compute if migration else None,
             'guest': self.guest,
             'files': self.files,
+            'files_shared': self.files_shared,
             'allocation_here': self.allocation_here,
             'disks': self.disks,
             'actions': self.actions,
@@ -274,8 +279,14 @@ def _describe(manager, context, finding, nodes):
     if finding.entry is not None:
         finding.owns_directory, why = journal.owns_directory(
             finding.entry, instance)
+    elif finding.migration is not None and journal.shares_directory(
+            finding.host, finding.migration.uuid, instance):
+        finding.files_shared = True
+        why = ('the instance\'s own files: the evacuation found them on '
+               'storage shared with %s before spawn' % instance.host)
     else:
-        why = 'no journal entry: this host did not record the evacuation'
+        why = ('no journal entry: this host has no record of the '
+               'evacuation\'s storage')
     finding.disks = (
         'remove: the evacuation created %s, not on shared storage' % path
         if finding.owns_directory else 'keep: %s' % why)
@@ -311,7 +322,8 @@ def _commands(finding):
                     instance.task_state in task_states.rebuild_states),
         guest=finding.guest,
         instance_dir=(journal.instance_path(finding.host, instance)
-                      if finding.files else None),
+                      if finding.files and not finding.files_shared
+                      else None),
         shared_with=instance.host, providers=finding.allocation_here)
     return [step.command for step in steps]
 
@@ -409,6 +421,8 @@ def _record_finding(manager, context, instance_uuid, nodes, migration=None):
     _describe(manager, context, finding, nodes)
     if finding.kind in (LIVES_HERE, DELETED, IN_PROGRESS):
         # nova's own: an incoming operation, or a guest nova reaps.
+        if finding.kind != IN_PROGRESS and migration is not None:
+            journal.forget_shared_directory(manager.host, migration.uuid)
         return None
     if not finding.left_here():
         return None
@@ -471,6 +485,7 @@ def recover(manager, context, finding):
     _step(finding, 'heal', _report_missing_allocation, manager, context)
     if finding.errors:
         return False
+    journal.note_shared_directory(finding.entry, finding.instance)
     journal.remove(finding.entry)
     finding.ended = True
     return True

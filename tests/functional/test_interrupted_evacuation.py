@@ -519,6 +519,52 @@ class SharedStorageTest(_InterruptedEvacuationTest):
                          self.world.domain_state(DEST, server['id']))
         self.assertEqual(disk, self.world.disk_checksum(DEST, server['id']))
 
+    def assert_audit_clean(self, server, disk):
+        """The audit finds nothing: the files are the server's own.
+
+        compute1 found the instance directory on shared storage before
+        spawn; what is left in it is the server's, not a leftover of
+        compute1's, and the audit has no ``rm -rf`` to suggest.
+        """
+        code, report = self._audit()
+        self.assertEqual(0, code, report)
+        self.assertEqual([], report['evacuations'])
+        self.assertEqual(disk, self.world.disk_checksum(DEST, server['id']))
+
+    def test_audit_after_the_sweep_reports_nothing(self):
+        server = self._boot()
+        disk = self.world.disk_checksum(SOURCE, server['id'])
+        self._fail_source()
+        server, migration, block = self._interrupt_evacuation(
+            server, 'wait_for_boot')
+        self._restart_dest()
+        self._end_held_spawn(block)
+        self.assert_ended(server, migration)
+        self.assert_audit_clean(server, disk)
+
+    def test_audit_after_audit_delete_reports_nothing(self):
+        server = self._boot()
+        disk = self.world.disk_checksum(SOURCE, server['id'])
+        self._fail_source()
+        server, migration, block = self._interrupt_evacuation(
+            server, 'wait_for_boot')
+        self._restart_dest(sweep='report')
+        self._end_held_spawn(block)
+        self._kill(self.compute1)
+        code, report = self._audit(delete=True)
+        self.assertEqual(4, code, report)
+        self._force_down(DEST, False)
+        self.assert_ended(server, migration)
+        self.assert_audit_clean(server, disk)
+
+    def test_audit_after_a_failed_evacuation_reports_nothing(self):
+        server = self._boot()
+        disk = self.world.disk_checksum(SOURCE, server['id'])
+        self._fail_source()
+        server, _ = self._fail_evacuation(server, 'wait_for_boot')
+        self.assertIsNone(self.world.domain_state(DEST, server['id']))
+        self.assert_audit_clean(server, disk)
+
     def test_source_restarts_first_volume_backed(self):
         server = self._boot(volume_backed=True)
         self._fail_source()

@@ -153,6 +153,52 @@ class TestOwnership(JournalTestCase):
         self.assertEqual({}, journal.directory_contents(self.path + 'x'))
 
 
+class TestSharedDirectoryNote(JournalTestCase):
+    """What the audit reads to tell the instance's files from leftovers."""
+
+    def test_noted_only_for_shared_storage(self):
+        os.mkdir(self.path)
+        for shared in (False, None):
+            journal.note_shared_directory(self.entry(shared), self.instance)
+            self.assertFalse(journal.shares_directory(
+                HOST, uuids.migration, self.instance))
+        journal.note_shared_directory(self.entry(True), self.instance)
+        self.assertTrue(journal.shares_directory(
+            HOST, uuids.migration, self.instance))
+        # Per migration, and not an entry of the journal.
+        self.assertFalse(journal.shares_directory(
+            HOST, uuids.other_migration, self.instance))
+        self.assertEqual([], journal.entries(HOST))
+        journal.forget_shared_directory(HOST, uuids.migration)
+        self.assertFalse(journal.shares_directory(
+            HOST, uuids.migration, self.instance))
+        journal.forget_shared_directory(HOST, uuids.migration)
+
+    def test_another_directory_or_filesystem_is_not_covered(self):
+        os.mkdir(self.path)
+        journal.note_shared_directory(self.entry(True), self.instance)
+        real_stat = os.stat
+
+        def stat(path, *args, **kwargs):
+            result = real_stat(path, *args, **kwargs)
+            if path == self.path:
+                return mock.Mock(st_dev=result.st_dev + 1)
+            return result
+
+        with mock.patch('os.stat', side_effect=stat):
+            self.assertFalse(journal.shares_directory(
+                HOST, uuids.migration, self.instance))
+        self.flags(instances_path=os.path.join(self.instances, 'moved'))
+        os.makedirs(os.path.join(self.instances, 'moved', uuids.instance))
+        self.assertFalse(journal.shares_directory(
+            HOST, uuids.migration, self.instance))
+
+    def test_no_directory_no_note(self):
+        journal.note_shared_directory(self.entry(True), self.instance)
+        self.assertFalse(journal.shares_directory(
+            HOST, uuids.migration, self.instance))
+
+
 class TestHostLock(test.NoDBTestCase):
 
     def setUp(self):
