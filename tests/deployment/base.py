@@ -37,6 +37,7 @@ import testtools
 
 from nova_evac_cleanup.deployment import services
 from nova_evac_cleanup.reproduce import report
+from nova_evac_cleanup import runbook
 
 SRC = 'evac-a'
 DST = 'evac-b'
@@ -280,9 +281,46 @@ class DeploymentTestCase(testtools.TestCase):
         return {
             'virsh': '; '.join(rows) or '(no domain)',
             'guest': guest and '%s (%s)' % guest,
+            'domain': guest and guest[0],
+            'guest_state': guest and (
+                'running' if guest[1] == 'running' else 'defined'),
+            # An empty one too: nova takes it for shared storage.
+            'instance_dir': inst_dir if os.path.isdir(inst_dir) else None,
             'files': files,
             'bytes': sum(files.values()),
             'disk_inode': os.stat(disk).st_ino if os.path.exists(
                 disk) else None,
             'allocation': d.placement.allocations(server_id).get(host),
         }
+
+    def manual_steps(self, host, server_id, left, shared=False, then=None):
+        """The runbook's steps for what ``left`` shows, in a few words.
+
+        Worked out from what was observed, by the runbook the sweep and
+        the audit report with (:mod:`nova_evac_cleanup.runbook`): a server
+        still in a rebuild task state, the guest and the instance
+        directory on ``host`` (not on a shared instance directory: there it
+        holds the server's disks), ``host``'s allocation, and a server with
+        no allocation against the host it is recorded on.
+
+        :param left: what :meth:`observe` saw on ``host``
+        :param then: what gets the server running afterwards, e.g.
+            ``'evacuate again'``
+        """
+        d = self.d
+        server = d.compute.server(server_id)
+        allocations = d.placement.allocations(server_id)
+        steps = runbook.cleanup_steps(
+            host, server_id, left['domain'],
+            task_stuck=server.get('OS-EXT-STS:task_state') is not None,
+            guest=left['guest_state'],
+            instance_dir=None if shared else left['instance_dir'],
+            providers=([d.placement.providers()[host]]
+                       if left['allocation'] else ()),
+            heal=server['OS-EXT-SRV-ATTR:host'] not in allocations)
+        words = [step.what for step in steps]
+        if then:
+            words.append(then)
+        if not steps:
+            return 'none on %s%s' % (host, '; ' + then if then else '')
+        return '; '.join(words)

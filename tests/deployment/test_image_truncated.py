@@ -112,6 +112,9 @@ class TestSpawnFailsImageTruncated(base.DeploymentTestCase):
         self.assertEqual('ERROR', server['status'])
         self.assertEqual(base.SRC, server['OS-EXT-SRV-ATTR:host'])
 
+        manual = self.manual_steps(base.DST, sid, left,
+                                   then='evacuate again')
+
         # glance serves the whole image again; the operator evacuates again.
         d.truncate_image(image_id)
         offset = self.log_offset(base.DST)
@@ -134,11 +137,6 @@ class TestSpawnFailsImageTruncated(base.DeploymentTestCase):
                      'evacuating using existing disk")')
         else:
             retry = 'ACTIVE, fresh disk from the image'
-        if dir_left:
-            manual = ('rm -rf the instance dir, unless the server is '
-                      'evacuated there again')
-        else:
-            manual = 'none; just evacuate again'
         base.RESULTS.append({
             'scenario': SCENARIO, 'storage': 'non-shared storage',
             'mode': base.MODES[binary],

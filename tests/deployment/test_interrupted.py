@@ -87,14 +87,7 @@ class TestDestinationKilled(base.DeploymentTestCase):
                    end['dst']['guest'], end['dst']['files'],
                    end['dst']['allocation'])
 
-        if binary == base.STOCK:
-            manual = ('reset-state; virsh destroy + undefine on evac-b; '
-                      '%splacement audit --delete; heal_allocations' % (
-                          '' if shared else 'rm -rf the instance dir; '))
-        elif dest_first:
-            manual = 'none on evac-b; evacuate again'
-        else:
-            manual = 'none on evac-b; hard reboot on evac-a'
+        manual = self.manual_steps(base.DST, sid, end['dst'], shared=shared)
         base.RESULTS.append({
             'scenario': SCENARIO, 'storage': storage,
             'mode': base.MODES[binary],

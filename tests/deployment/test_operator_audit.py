@@ -25,6 +25,10 @@ to be dealt with by hand. With the fix the operator runs
 ``nova-evac-cleanup audit`` on evac-b with evac-b's own configuration
 file, then ``audit --delete``, then ``audit`` again, and
 ``nova-manage placement audit`` finds nothing.
+
+On a shared instance directory the disk evac-b sees is the one the server
+booted on evac-a, its only copy: neither the runbook nor ``audit --delete``
+may remove it, and the tests check it is the same file afterwards.
 """
 
 import os
@@ -40,10 +44,12 @@ SCENARIO = ('3. Operator audit after an interrupted evacuation '
 
 class TestOperatorAudit(base.DeploymentTestCase):
 
-    def _interrupt(self, binary):
+    def _interrupt(self, binary, shared=False):
         d = self.d
-        self.hosts_up(evac_a={}, evac_b=dict(binary=binary, hook=True))
+        self.hosts_up(evac_a=dict(shared=shared),
+                      evac_b=dict(binary=binary, hook=True, shared=shared))
         sid = self.boot(base.SRC)['id']
+        self.booted_disk = self.observe(base.SRC, sid)['disk_inode']
         self.crash_source()
         d.set_fault(base.DST, 'hang')
         d.compute.evacuate(sid, base.DST)
@@ -69,14 +75,23 @@ class TestOperatorAudit(base.DeploymentTestCase):
                  if 'orphan' in line.lower() or 'deleted' in line.lower()]
         return result.returncode, '; '.join(lines) or result.stdout.strip()
 
-    def test_stock_runbook(self):
-        sid = self._interrupt(base.STOCK)
+    def _storage(self, shared):
+        return 'shared instance directory' if shared else \
+            'non-shared storage'
+
+    def _assert_disk_kept(self, shared, left):
+        """On a shared directory the disk is the server's: never touched."""
+        if shared:
+            self.assertEqual(self.booted_disk, left['disk_inode'])
+
+    def _stock_runbook(self, shared):
+        sid = self._interrupt(base.STOCK, shared)
         rc1, out1 = self._placement_audit()
         rc2, out2 = self._placement_audit('--delete')
         rc3, out3 = self._placement_audit()
         left = self.observe(base.DST, sid)
         base.RESULTS.append({
-            'scenario': SCENARIO, 'storage': 'non-shared storage',
+            'scenario': SCENARIO, 'storage': self._storage(shared),
             'mode': 'stock',
             'facts': {
                 'nova-evac-cleanup audit': 'not available',
@@ -88,18 +103,19 @@ class TestOperatorAudit(base.DeploymentTestCase):
                     left['guest'], ', '.join(left['files']) or 'none'),
                 'Server': self.state(sid),
                 'Manual steps still needed':
-                    'reset-state; virsh destroy + undefine; rm -rf the '
-                    'instance dir; heal_allocations',
+                    self.manual_steps(base.DST, sid, left, shared=shared,
+                                      then='evacuate again'),
             }})
         self.assertEqual(3, rc1, out1)
         self.assertEqual(4, rc2, out2)
         self.assertEqual(0, rc3, out3)
         # FIXME(bug): the runbook leaves the guest running on evac-b.
         self.assertIsNotNone(left['guest'])
+        self._assert_disk_kept(shared, left)
 
-    def test_fixed_audit(self):
+    def _fixed_audit(self, shared):
         d = self.d
-        sid = self._interrupt(base.FIXED)
+        sid = self._interrupt(base.FIXED, shared)
         conf = d.path('etc', 'nova-compute-%s.conf' % base.DST)
         cmd = [os.path.join(d.bin, 'nova-evac-cleanup'), '--config-file',
                conf, 'audit']
@@ -121,7 +137,7 @@ class TestOperatorAudit(base.DeploymentTestCase):
                                   result.stderr.strip()[-300:])
 
         base.RESULTS.append({
-            'scenario': SCENARIO, 'storage': 'non-shared storage',
+            'scenario': SCENARIO, 'storage': self._storage(shared),
             'mode': 'fixed',
             'facts': {
                 'nova-evac-cleanup audit': brief(audit),
@@ -131,8 +147,9 @@ class TestOperatorAudit(base.DeploymentTestCase):
                 'evac-b afterwards': 'guest %s; files %s; %d QEMU' % (
                     left['guest'], ', '.join(left['files']) or 'none', qemu),
                 'Server': self.state(sid),
-                'Manual steps still needed': 'none on evac-b; evacuate '
-                                             'again',
+                'Manual steps still needed':
+                    self.manual_steps(base.DST, sid, left, shared=shared,
+                                      then='evacuate again'),
             }})
         self.assertEqual(3, audit.returncode, audit.stdout + audit.stderr)
         self.assertEqual(4, delete.returncode,
@@ -140,5 +157,20 @@ class TestOperatorAudit(base.DeploymentTestCase):
         self.assertEqual(0, again.returncode, again.stdout + again.stderr)
         self.assertEqual(0, rc, out)
         self.assertIsNone(left['guest'])
-        self.assertEqual({}, left['files'])
         self.assertEqual(0, qemu)
+        if shared:
+            self._assert_disk_kept(shared, left)
+        else:
+            self.assertEqual({}, left['files'])
+
+    def test_stock_runbook(self):
+        self._stock_runbook(shared=False)
+
+    def test_fixed_audit(self):
+        self._fixed_audit(shared=False)
+
+    def test_stock_runbook_shared(self):
+        self._stock_runbook(shared=True)
+
+    def test_fixed_audit_shared(self):
+        self._fixed_audit(shared=True)

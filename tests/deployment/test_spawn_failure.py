@@ -74,6 +74,9 @@ class TestSpawnFailsAfterDisks(base.DeploymentTestCase):
                    'files=%s', base.MODES[binary], storage, left['guest'],
                    left['files'])
 
+        manual = self.manual_steps(base.DST, sid, left, shared=shared,
+                                   then='evacuate again')
+
         # The operator frees the port and evacuates again.
         for holder in holders:
             holder.close()
@@ -88,14 +91,11 @@ class TestSpawnFailsAfterDisks(base.DeploymentTestCase):
 
         if shared:
             retry = 'ACTIVE, on its own disk (shared)'
-            manual = 'none; just evacuate again'
         elif used_existing and same_disk:
             retry = ('ACTIVE, on the STALE leftover disk ("disk on shared '
                      'storage, evacuating using existing disk"; same inode)')
-            manual = 'rm -rf the instance dir, then evacuate again'
         else:
             retry = 'ACTIVE, fresh disk from the image'
-            manual = 'none; just evacuate again'
         if server['status'] != 'ACTIVE':
             retry = '%s: %s' % (server['status'], server.get('fault'))
         base.RESULTS.append({
@@ -168,14 +168,21 @@ class TestSpawnFailsGuestRunning(base.DeploymentTestCase):
     (:mod:`nova_evac_cleanup.deployment.faults`) raises in
     ``_wait_for_boot``, the only point of spawn after the domain runs,
     once; the test proves it fired. Stock nova leaves the guest running
-    on evac-b; with the fix it is destroyed with its disks.
+    on evac-b. With the fix it is destroyed; on non-shared storage with its
+    disks, on a shared instance directory without them: there the disk is
+    the server's own, the one it booted on evac-a, and the retry boots it.
     """
 
-    def _test(self, binary):
+    def _test(self, binary, shared=False):
         d = self.d
-        self.hosts_up(evac_a={}, evac_b=dict(binary=binary, hook=True))
+        storage = 'shared instance directory' if shared else \
+            'non-shared storage'
+        self.hosts_up(evac_a=dict(shared=shared),
+                      evac_b=dict(binary=binary, hook=True, shared=shared))
         server = self.boot(base.SRC)
         sid = server['id']
+        # On a shared instance directory evac-b sees this very disk.
+        booted_disk = self.observe(base.SRC, sid)['disk_inode']
         self.crash_source()
         d.set_fault(base.DST, 'raise-once')
 
@@ -186,9 +193,11 @@ class TestSpawnFailsGuestRunning(base.DeploymentTestCase):
         qemu = len(d.hosts[base.DST].qemu_pids())
         fired = d.fault_fired(base.DST)
         d.set_fault(base.DST, None)
-        d.progress('%s: evac-b after the failed evacuation: guest=%s '
-                   'files=%s qemu=%d', base.MODES[binary], left['guest'],
-                   left['files'], qemu)
+        d.progress('%s, %s: evac-b after the failed evacuation: guest=%s '
+                   'files=%s qemu=%d', base.MODES[binary], storage,
+                   left['guest'], left['files'], qemu)
+        manual = self.manual_steps(base.DST, sid, left, shared=shared,
+                                   then='evacuate again')
 
         offset = self.log_offset(base.DST)
         retried, _ = self.evacuate(sid, base.DST,
@@ -202,7 +211,7 @@ class TestSpawnFailsGuestRunning(base.DeploymentTestCase):
             retry = '%s: %s' % (retried['status'], (
                 retried.get('fault') or {}).get('message'))
         base.RESULTS.append({
-            'scenario': SCENARIO_RUNNING, 'storage': 'non-shared storage',
+            'scenario': SCENARIO_RUNNING, 'storage': storage,
             'mode': base.MODES[binary],
             'facts': {
                 'Failure': 'InjectedFault in _wait_for_boot (hook)',
@@ -212,11 +221,15 @@ class TestSpawnFailsGuestRunning(base.DeploymentTestCase):
                 'Instance dir on evac-b after the failure':
                     ', '.join('%s (%d B)' % kv for kv in left['files'].items())
                     or 'none',
+                'The disk the server booted on evac-a': (
+                    'kept' if left['disk_inode'] == booted_disk else
+                    'gone') if shared else "evac-a's own",
                 'Placement (evac-b)': 'allocation: %s' % (
                     left['allocation'] or 'none'),
                 'Evacuating again': retry,
                 'Used the leftover disk':
                     str('evacuating using existing disk' in retry_log),
+                'Manual steps still needed on evac-b': manual,
             }})
 
         # Meta-test: the hook is what failed the spawn, once.
@@ -224,19 +237,27 @@ class TestSpawnFailsGuestRunning(base.DeploymentTestCase):
         self.assertEqual('failed', migration['status'])
         self.assertEqual('ERROR', server['status'])
         self.assertIsNone(left['allocation'])
+        if shared:
+            # Never deleted, by either: the only copy of the server's disk.
+            self.assertEqual(booted_disk, left['disk_inode'])
         if binary == base.STOCK:
             # FIXME(bug): the guest runs on, on a host that does not own
-            # the instance.
+            # the instance (on a shared directory, on the server's disk).
             self.assertIsNotNone(left['guest'])
             self.assertIn('running', left['guest'])
             self.assertEqual(1, qemu)
             self.assertIn('disk', left['files'])
+            return
+        self.assertIsNone(left['guest'])
+        self.assertEqual(0, qemu)
+        self.assertEqual('ACTIVE', retried['status'])
+        self.assertEqual(base.DST, retried['OS-EXT-SRV-ATTR:host'])
+        if shared:
+            self.assertIn('disk on shared storage, evacuating using '
+                          'existing disk', retry_log)
+            self.assertEqual(booted_disk, after['disk_inode'])
         else:
-            self.assertIsNone(left['guest'])
-            self.assertEqual(0, qemu)
             self.assertEqual({}, left['files'])
-            self.assertEqual('ACTIVE', retried['status'])
-            self.assertEqual(base.DST, retried['OS-EXT-SRV-ATTR:host'])
             self.assertIn('disk not on shared storage, evacuating from '
                           'image', retry_log)
 
@@ -245,3 +266,9 @@ class TestSpawnFailsGuestRunning(base.DeploymentTestCase):
 
     def test_fixed(self):
         self._test(base.FIXED)
+
+    def test_stock_shared(self):
+        self._test(base.STOCK, shared=True)
+
+    def test_fixed_shared(self):
+        self._test(base.FIXED, shared=True)
