@@ -278,11 +278,16 @@ def note_shared_directory(entry, instance):
         return
     path = instance_path(entry.host, instance)
     try:
+        device = os.stat(path).st_dev
+    except FileNotFoundError:
+        # No directory (the instance deleted meanwhile): nothing to note.
+        return
+    try:
         _write_json(_shared_note_path(entry.host, entry.migration_uuid), {
             'instance_uuid': instance.uuid,
             'migration_uuid': entry.migration_uuid,
             'dir_path': path,
-            'dir_device': os.stat(path).st_dev})
+            'dir_device': device})
     except OSError:
         LOG.exception('Could not note that evacuation %s found %s on shared '
                       'storage; the audit will report its files as kept',

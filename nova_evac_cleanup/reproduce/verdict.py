@@ -26,6 +26,7 @@ once nova's eventlet monkey patching is done, as
 
 from nova_evac_cleanup import runbook
 from nova_evac_cleanup.testing import fake_libvirt
+from nova_evac_cleanup.testing import functional
 
 #: The stages of the fake libvirt driver's spawn whose failure the driver
 #: cleans up itself, and the first stage (nothing created yet).
@@ -102,8 +103,7 @@ def retry_outcome(story):
 
 #: nova's default ``[DEFAULT] instances_path``, for the manual steps.
 INSTANCES_PATH = '/var/lib/nova/instances'
-#: The host the story evacuates to.
-DEST = 'compute1'
+DEST = functional.DEST
 
 
 def manual_steps(story):

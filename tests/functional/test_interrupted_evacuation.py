@@ -502,22 +502,18 @@ class SharedStorageTest(_InterruptedEvacuationTest):
 
     STORAGE = 'shared'
 
-    def test_dest_restarts_first(self):
+    def _interrupted(self):
+        """An evacuation interrupted with the guest running on compute1.
+
+        :returns: the server, its disk's checksum, the migration and the
+            held spawn
+        """
         server = self._boot()
         disk = self.world.disk_checksum(SOURCE, server['id'])
         self._fail_source()
         server, migration, block = self._interrupt_evacuation(
             server, 'wait_for_boot')
-
-        self._restart_dest()
-        self._end_held_spawn(block)
-
-        self.assert_ended(server, migration)
-        self.assertEqual(disk, self.world.disk_checksum(DEST, server['id']))
-        self._evacuate(server)
-        self.assertEqual('running',
-                         self.world.domain_state(DEST, server['id']))
-        self.assertEqual(disk, self.world.disk_checksum(DEST, server['id']))
+        return server, disk, migration, block
 
     def assert_audit_clean(self, server, disk):
         """The audit finds nothing: the files are the server's own.
@@ -531,23 +527,21 @@ class SharedStorageTest(_InterruptedEvacuationTest):
         self.assertEqual([], report['evacuations'])
         self.assertEqual(disk, self.world.disk_checksum(DEST, server['id']))
 
-    def test_audit_after_the_sweep_reports_nothing(self):
-        server = self._boot()
-        disk = self.world.disk_checksum(SOURCE, server['id'])
-        self._fail_source()
-        server, migration, block = self._interrupt_evacuation(
-            server, 'wait_for_boot')
+    def test_dest_restarts_first(self):
+        server, disk, migration, block = self._interrupted()
+
         self._restart_dest()
         self._end_held_spawn(block)
+
         self.assert_ended(server, migration)
         self.assert_audit_clean(server, disk)
+        self._evacuate(server)
+        self.assertEqual('running',
+                         self.world.domain_state(DEST, server['id']))
+        self.assertEqual(disk, self.world.disk_checksum(DEST, server['id']))
 
     def test_audit_after_audit_delete_reports_nothing(self):
-        server = self._boot()
-        disk = self.world.disk_checksum(SOURCE, server['id'])
-        self._fail_source()
-        server, migration, block = self._interrupt_evacuation(
-            server, 'wait_for_boot')
+        server, disk, migration, block = self._interrupted()
         self._restart_dest(sweep='report')
         self._end_held_spawn(block)
         self._kill(self.compute1)
