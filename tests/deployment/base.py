@@ -65,6 +65,22 @@ def _finish():
         d.stop(keep_logs=bool(_STATE['failed']))
 
 
+def storage_name(shared):
+    """How the report names a storage mode."""
+    return 'shared instance directory' if shared else 'non-shared storage'
+
+
+def files_text(files, empty='none'):
+    """An instance directory's files with their sizes, for the report."""
+    return ', '.join('%s (%d B)' % item for item in files.items()) or empty
+
+
+def record(scenario, storage, binary, facts):
+    """One row of the report: what a scenario saw with one binary."""
+    RESULTS.append({'scenario': scenario, 'storage': storage,
+                    'mode': MODES[binary], 'facts': facts})
+
+
 def software_versions():
     """What the deployment ran: nova, placement, libvirt and QEMU."""
     found = []

@@ -78,19 +78,16 @@ class TestHostEvacuationRetries(base.DeploymentTestCase):
         d.progress('%s: %d of %d ACTIVE, tries %s', base.MODES[binary],
                    len(active), SERVERS, [tries[s] for s in sids])
 
-        base.RESULTS.append({
-            'scenario': SCENARIO, 'storage': 'non-shared storage',
-            'mode': base.MODES[binary],
-            'facts': {
-                'ACTIVE in the end': '%d of %d' % (len(active), SERVERS),
-                'Tries per server': ', '.join(
-                    str(tries[s]) if tries[s] else
-                    'failed %d times' % MAX_TRIES for s in sids),
-                'Wall time of the loop': '%.1f s' % elapsed,
-                'Guests of failed servers running on evac-b':
-                    str(len(orphans)),
-                'QEMU processes on evac-b': str(qemu),
-            }})
+        base.record(SCENARIO, 'non-shared storage', binary, {
+            'ACTIVE in the end': '%d of %d' % (len(active), SERVERS),
+            'Tries per server': ', '.join(
+                str(tries[s]) if tries[s] else
+                'failed %d times' % MAX_TRIES for s in sids),
+            'Wall time of the loop': '%.1f s' % elapsed,
+            'Guests of failed servers running on evac-b':
+                str(len(orphans)),
+            'QEMU processes on evac-b': str(qemu),
+        })
 
         # Meta-test: the hook failed the first spawn of each server.
         self.assertEqual(sorted(sids), sorted(set(fired)))

@@ -137,27 +137,24 @@ class TestSpawnFailsImageTruncated(base.DeploymentTestCase):
                      'evacuating using existing disk")')
         else:
             retry = 'ACTIVE, fresh disk from the image'
-        base.RESULTS.append({
-            'scenario': SCENARIO, 'storage': 'non-shared storage',
-            'mode': base.MODES[binary],
-            'facts': {
-                'Failure (evac-b log)': (
-                    'ChunkedEncodingError: IncompleteRead(%d bytes read, %d '
-                    'more expected) writing the image to _base/<sha1>.part' %
-                    (size // 2, size - size // 2)),
-                'virsh list --all on evac-b after the failure':
-                    left['virsh'],
-                'Instance dir on evac-b after the failure':
-                    ', '.join('%s (%d B)' % kv for kv in left['files'].items())
-                    or ('empty' if dir_left else 'none'),
-                'Image cache on evac-b after the failure':
-                    ', '.join('_base/%s (%d B)' % kv
-                              for kv in cache_left.items()) or 'nothing',
-                'Placement (evac-b)': 'allocation: %s' % (
-                    left['allocation'] or 'none'),
-                'Evacuating again': retry,
-                'Manual steps still needed on evac-b': manual,
-            }})
+        base.record(SCENARIO, 'non-shared storage', binary, {
+            'Failure (evac-b log)': (
+                'ChunkedEncodingError: IncompleteRead(%d bytes read, %d '
+                'more expected) writing the image to _base/<sha1>.part' %
+                (size // 2, size - size // 2)),
+            'virsh list --all on evac-b after the failure':
+                left['virsh'],
+            'Instance dir on evac-b after the failure':
+                base.files_text(left['files'],
+                                'empty' if dir_left else 'none'),
+            'Image cache on evac-b after the failure':
+                ', '.join('_base/%s (%d B)' % kv
+                          for kv in cache_left.items()) or 'nothing',
+            'Placement (evac-b)': 'allocation: %s' % (
+                left['allocation'] or 'none'),
+            'Evacuating again': retry,
+            'Manual steps still needed on evac-b': manual,
+        })
 
         self.assertEqual('ACTIVE', server['status'], server.get('fault'))
         self.assertEqual(base.DST, server['OS-EXT-SRV-ATTR:host'])

@@ -45,8 +45,7 @@ class TestDestinationKilled(base.DeploymentTestCase):
         d = self.d
         order = ('destination restarts first' if dest_first else
                  'source restarts first')
-        storage = '%s, %s' % ('shared instance directory' if shared else
-                              'non-shared storage', order)
+        storage = '%s, %s' % (base.storage_name(shared), order)
         self.hosts_up(evac_a=dict(shared=shared),
                       evac_b=dict(binary=binary, hook=True, shared=shared))
         server = self.boot(base.SRC)
@@ -88,23 +87,18 @@ class TestDestinationKilled(base.DeploymentTestCase):
                    end['dst']['allocation'])
 
         manual = self.manual_steps(base.DST, sid, end['dst'], shared=shared)
-        base.RESULTS.append({
-            'scenario': SCENARIO, 'storage': storage,
-            'mode': base.MODES[binary],
-            'facts': {
-                'After the kill': '%s; evac-b guest %s, %d QEMU' % (
-                    killed['state'], killed['dst']['guest'], killed['qemu']),
-                'After evac-b restarted': after_dst,
-                'After both restarted': end['state'],
-                'virsh list --all on evac-b': end['dst']['virsh'],
-                'QEMU processes left on evac-b': str(end['qemu']),
-                'Instance dir on evac-b': ', '.join(
-                    '%s (%d B)' % kv for kv in end['dst']['files'].items())
-                or 'none',
-                'Allocation on evac-b': str(end['dst']['allocation'] or
-                                            'none'),
-                'Manual steps still needed': manual,
-            }})
+        base.record(SCENARIO, storage, binary, {
+            'After the kill': '%s; evac-b guest %s, %d QEMU' % (
+                killed['state'], killed['dst']['guest'], killed['qemu']),
+            'After evac-b restarted': after_dst,
+            'After both restarted': end['state'],
+            'virsh list --all on evac-b': end['dst']['virsh'],
+            'QEMU processes left on evac-b': str(end['qemu']),
+            'Instance dir on evac-b': base.files_text(end['dst']['files']),
+            'Allocation on evac-b': str(end['dst']['allocation'] or
+                                        'none'),
+            'Manual steps still needed': manual,
+        })
 
         if binary == base.STOCK:
             # FIXME(bug): nothing owns evac-b's guest: it runs on, with its

@@ -75,10 +75,6 @@ class TestOperatorAudit(base.DeploymentTestCase):
                  if 'orphan' in line.lower() or 'deleted' in line.lower()]
         return result.returncode, '; '.join(lines) or result.stdout.strip()
 
-    def _storage(self, shared):
-        return 'shared instance directory' if shared else \
-            'non-shared storage'
-
     def _assert_disk_kept(self, shared, left):
         """On a shared directory the disk is the server's: never touched."""
         if shared:
@@ -90,22 +86,19 @@ class TestOperatorAudit(base.DeploymentTestCase):
         rc2, out2 = self._placement_audit('--delete')
         rc3, out3 = self._placement_audit()
         left = self.observe(base.DST, sid)
-        base.RESULTS.append({
-            'scenario': SCENARIO, 'storage': self._storage(shared),
-            'mode': 'stock',
-            'facts': {
-                'nova-evac-cleanup audit': 'not available',
-                'nova-manage placement audit': 'rc %d: %s' % (rc1, out1),
-                'nova-manage placement audit --delete': 'rc %d: %s' % (
-                    rc2, out2),
-                'placement audit again': 'rc %d' % rc3,
-                'evac-b afterwards': 'guest %s; files %s' % (
-                    left['guest'], ', '.join(left['files']) or 'none'),
-                'Server': self.state(sid),
-                'Manual steps still needed':
-                    self.manual_steps(base.DST, sid, left, shared=shared,
-                                      then='evacuate again'),
-            }})
+        base.record(SCENARIO, base.storage_name(shared), base.STOCK, {
+            'nova-evac-cleanup audit': 'not available',
+            'nova-manage placement audit': 'rc %d: %s' % (rc1, out1),
+            'nova-manage placement audit --delete': 'rc %d: %s' % (
+                rc2, out2),
+            'placement audit again': 'rc %d' % rc3,
+            'evac-b afterwards': 'guest %s; files %s' % (
+                left['guest'], ', '.join(left['files']) or 'none'),
+            'Server': self.state(sid),
+            'Manual steps still needed':
+                self.manual_steps(base.DST, sid, left, shared=shared,
+                                  then='evacuate again'),
+        })
         self.assertEqual(3, rc1, out1)
         self.assertEqual(4, rc2, out2)
         self.assertEqual(0, rc3, out3)
@@ -136,21 +129,18 @@ class TestOperatorAudit(base.DeploymentTestCase):
                                   ' / '.join(lines[:6]) or
                                   result.stderr.strip()[-300:])
 
-        base.RESULTS.append({
-            'scenario': SCENARIO, 'storage': self._storage(shared),
-            'mode': 'fixed',
-            'facts': {
-                'nova-evac-cleanup audit': brief(audit),
-                'nova-evac-cleanup audit --delete': brief(delete),
-                'audit again': 'rc %d' % again.returncode,
-                'nova-manage placement audit': 'rc %d: %s' % (rc, out),
-                'evac-b afterwards': 'guest %s; files %s; %d QEMU' % (
-                    left['guest'], ', '.join(left['files']) or 'none', qemu),
-                'Server': self.state(sid),
-                'Manual steps still needed':
-                    self.manual_steps(base.DST, sid, left, shared=shared,
-                                      then='evacuate again'),
-            }})
+        base.record(SCENARIO, base.storage_name(shared), base.FIXED, {
+            'nova-evac-cleanup audit': brief(audit),
+            'nova-evac-cleanup audit --delete': brief(delete),
+            'audit again': 'rc %d' % again.returncode,
+            'nova-manage placement audit': 'rc %d: %s' % (rc, out),
+            'evac-b afterwards': 'guest %s; files %s; %d QEMU' % (
+                left['guest'], ', '.join(left['files']) or 'none', qemu),
+            'Server': self.state(sid),
+            'Manual steps still needed':
+                self.manual_steps(base.DST, sid, left, shared=shared,
+                                  then='evacuate again'),
+        })
         self.assertEqual(3, audit.returncode, audit.stdout + audit.stderr)
         self.assertEqual(4, delete.returncode,
                          delete.stdout + delete.stderr)
@@ -158,9 +148,8 @@ class TestOperatorAudit(base.DeploymentTestCase):
         self.assertEqual(0, rc, out)
         self.assertIsNone(left['guest'])
         self.assertEqual(0, qemu)
-        if shared:
-            self._assert_disk_kept(shared, left)
-        else:
+        self._assert_disk_kept(shared, left)
+        if not shared:
             self.assertEqual({}, left['files'])
 
     def test_stock_runbook(self):

@@ -46,8 +46,7 @@ class TestSpawnFailsAfterDisks(base.DeploymentTestCase):
 
     def _test(self, binary, shared):
         d = self.d
-        storage = 'shared instance directory' if shared else \
-            'non-shared storage'
+        storage = base.storage_name(shared)
         # The destination's serial consoles get two ports (nova wants a
         # range), which another process holds.
         ports = services.free_port_range(2)
@@ -98,22 +97,18 @@ class TestSpawnFailsAfterDisks(base.DeploymentTestCase):
             retry = 'ACTIVE, fresh disk from the image'
         if server['status'] != 'ACTIVE':
             retry = '%s: %s' % (server['status'], server.get('fault'))
-        base.RESULTS.append({
-            'scenario': SCENARIO, 'storage': storage,
-            'mode': base.MODES[binary],
-            'facts': {
-                'Failure (evac-b log)': 'SocketPortRangeExhaustedException '
-                                        'in _get_guest_xml',
-                'virsh list --all on evac-b after the failure':
-                    left['virsh'],
-                'Instance dir on evac-b after the failure':
-                    ', '.join('%s (%d B)' % kv for kv in left['files'].items())
-                    or 'none',
-                'Placement (evac-b)': 'allocation: %s' % (
-                    left['allocation'] or 'none'),
-                'Evacuating again': retry,
-                'Manual steps still needed on evac-b': manual,
-            }})
+        base.record(SCENARIO, storage, binary, {
+            'Failure (evac-b log)': 'SocketPortRangeExhaustedException '
+                                    'in _get_guest_xml',
+            'virsh list --all on evac-b after the failure':
+                left['virsh'],
+            'Instance dir on evac-b after the failure':
+                base.files_text(left['files']),
+            'Placement (evac-b)': 'allocation: %s' % (
+                left['allocation'] or 'none'),
+            'Evacuating again': retry,
+            'Manual steps still needed on evac-b': manual,
+        })
 
         self.assertEqual('ACTIVE', server['status'], server.get('fault'))
         self.assertEqual(base.DST, server['OS-EXT-SRV-ATTR:host'])
@@ -175,8 +170,7 @@ class TestSpawnFailsGuestRunning(base.DeploymentTestCase):
 
     def _test(self, binary, shared=False):
         d = self.d
-        storage = 'shared instance directory' if shared else \
-            'non-shared storage'
+        storage = base.storage_name(shared)
         self.hosts_up(evac_a=dict(shared=shared),
                       evac_b=dict(binary=binary, hook=True, shared=shared))
         server = self.boot(base.SRC)
@@ -210,27 +204,23 @@ class TestSpawnFailsGuestRunning(base.DeploymentTestCase):
         else:
             retry = '%s: %s' % (retried['status'], (
                 retried.get('fault') or {}).get('message'))
-        base.RESULTS.append({
-            'scenario': SCENARIO_RUNNING, 'storage': storage,
-            'mode': base.MODES[binary],
-            'facts': {
-                'Failure': 'InjectedFault in _wait_for_boot (hook)',
-                'virsh list --all on evac-b after the failure':
-                    left['virsh'],
-                'QEMU processes on evac-b': str(qemu),
-                'Instance dir on evac-b after the failure':
-                    ', '.join('%s (%d B)' % kv for kv in left['files'].items())
-                    or 'none',
-                'The disk the server booted on evac-a': (
-                    'kept' if left['disk_inode'] == booted_disk else
-                    'gone') if shared else "evac-a's own",
-                'Placement (evac-b)': 'allocation: %s' % (
-                    left['allocation'] or 'none'),
-                'Evacuating again': retry,
-                'Used the leftover disk':
-                    str('evacuating using existing disk' in retry_log),
-                'Manual steps still needed on evac-b': manual,
-            }})
+        base.record(SCENARIO_RUNNING, storage, binary, {
+            'Failure': 'InjectedFault in _wait_for_boot (hook)',
+            'virsh list --all on evac-b after the failure':
+                left['virsh'],
+            'QEMU processes on evac-b': str(qemu),
+            'Instance dir on evac-b after the failure':
+                base.files_text(left['files']),
+            'The disk the server booted on evac-a': (
+                'kept' if left['disk_inode'] == booted_disk else
+                'gone') if shared else "evac-a's own",
+            'Placement (evac-b)': 'allocation: %s' % (
+                left['allocation'] or 'none'),
+            'Evacuating again': retry,
+            'Used the leftover disk':
+                str('evacuating using existing disk' in retry_log),
+            'Manual steps still needed on evac-b': manual,
+        })
 
         # Meta-test: the hook is what failed the spawn, once.
         self.assertEqual([sid], fired)
