@@ -27,7 +27,7 @@ spawn. It only hooks around nova's own methods: nova still runs every line
 of its rebuild code, so fixes nova makes there are kept.
 """
 
-import inspect
+import contextlib
 import sys
 
 from nova.compute import manager as nova_manager
@@ -39,10 +39,14 @@ from oslo_log import log as logging
 from oslo_utils import excutils
 
 from nova_evac_cleanup import conf
+from nova_evac_cleanup import guest
 from nova_evac_cleanup import host_lock
 from nova_evac_cleanup import journal
+from nova_evac_cleanup import leftovers
 from nova_evac_cleanup import nova_support
+from nova_evac_cleanup import ownership
 from nova_evac_cleanup import recovery
+from nova_evac_cleanup import shared_storage
 from nova_evac_cleanup import spawn_failure
 from nova_evac_cleanup import unwind
 
@@ -51,26 +55,24 @@ conf.register_opts(CONF)
 LOG = logging.getLogger(__name__)
 
 
-def nova_has_the_fix():
-    """Whether the installed nova carries this project's patch series.
+def _named(method, args, kwargs):
+    """The arguments of a call of nova's ``method``, all by name.
 
-    The series gives nova's ``_rebuild_default_impl`` its own
-    ``on_shared_storage`` argument; the mixin and the patch must not be
-    used together.
+    Only used once :func:`nova_support.problems` found nova's parameters
+    to be the expected ones.
     """
-    return 'on_shared_storage' in inspect.signature(
-        nova_manager.ComputeManager._rebuild_default_impl).parameters
+    named = dict(zip(nova_support.OVERRIDDEN[method][1:], args))
+    named.update(kwargs)
+    return named
 
 
 class _Evacuation(object):
     """One evacuation running on this host: what the cleanup needs."""
 
-    def __init__(self, shared_storage, migration):
-        #: True, False or None (unknown), found before spawn
-        self.shared_storage = shared_storage
+    def __init__(self, entry, migration):
+        #: its journal entry, on this host's disk until it ends
+        self.entry = entry
         self.migration = migration
-        #: the journal entry, None if it could not be written
-        self.entry = None
         #: whether the driver's spawn returned, and what it was given: the
         #: guest then runs here and a later failure must destroy it
         self.spawned = False
@@ -79,57 +81,6 @@ class _Evacuation(object):
         #: whether nova's _do_rebuild_instance returned
         self.rebuilt = False
 
-    def journal(self, host, instance, migration):
-        """Journal the evacuation; a failure to do so never fails it."""
-        if migration is None or not migration.obj_attr_is_set('uuid'):
-            return
-        entry = journal.Entry(host, instance.uuid, migration.uuid,
-                              migration.id, self.shared_storage)
-        try:
-            journal.write(entry)
-        except OSError:
-            LOG.exception('Could not journal evacuation %s: should this '
-                          'process die during it, the start-up sweep will '
-                          'only report it', migration.uuid, instance=instance)
-            return
-        self.entry = entry
-
-    def claim_directory(self, instance):
-        """Create and mark the instance directory, just before spawn.
-
-        Only when the files were found not to be on shared storage: the
-        marker is the start-up sweep's proof that the directory is this
-        evacuation's to delete.
-        """
-        if self.entry is None or self.shared_storage is not False:
-            return
-        try:
-            journal.claim_directory(self.entry, instance)
-        except OSError:
-            LOG.exception('Could not mark the instance directory of '
-                          'evacuation %s: should this process die during it, '
-                          'the start-up sweep will keep its disks',
-                          self.entry.migration_uuid, instance=instance)
-
-    def forget(self, instance, succeeded):
-        """nova's rebuild code returned or raised: nothing left to journal.
-
-        :param succeeded: whether it returned; the directory is then the
-            instance's own and loses its marker. Otherwise an empty
-            directory it created is removed, and a directory found on
-            shared storage is noted as the instance's own.
-        """
-        if self.entry is None:
-            return
-        if succeeded:
-            journal.release_directory(self.entry)
-        else:
-            # A failure before spawn leaves the directory as it was made;
-            # left there, it would pass for shared storage next time.
-            journal.abandon_directory(self.entry)
-            journal.note_shared_directory(self.entry, instance)
-        journal.remove(self.entry)
-
 
 class EvacuateCleanupMixin(object):
     """Destroy the guest of an evacuation whose spawn failed on this host.
@@ -137,265 +88,349 @@ class EvacuateCleanupMixin(object):
     Mix this in before nova's ``ComputeManager``. On an evacuation
     (``rebuild_instance`` with ``recreate=True``) whose ``driver.spawn``
     raises in ``_rebuild_default_impl``, it calls ``driver.destroy`` with the
-    block device info spawn was given, inside the instance's mutated
-    migration context, and with ``destroy_disks`` True only when nova had
-    found, before spawning, that the disks are not on shared storage. The
-    spawn error is then re-raised unchanged; a failing destroy is logged and
-    never replaces it.
+    block device info spawn was given, on this host's view of the instance
+    (:mod:`nova_evac_cleanup.guest`), and with ``destroy_disks`` True only
+    when nova had found, before spawning, that the disks are not on shared
+    storage and the evacuation created their directory itself
+    (:mod:`nova_evac_cleanup.ownership`). The spawn error is then re-raised
+    unchanged; a failing destroy is logged and never replaces it.
 
     It does nothing for a plain rebuild, a failure before spawn (nova cleans
     those up), a driver that implements ``rebuild`` itself (ironic), a
-    successful spawn, or when ``[evacuate_cleanup] enabled`` is False.
+    successful spawn, or when ``[evacuate_cleanup] enabled`` is False. On a
+    nova it was not written for, it logs one error at start-up and behaves
+    as nova's own manager (:mod:`nova_evac_cleanup.nova_support`).
     """
 
     def __init__(self, *args, **kwargs):
-        if nova_has_the_fix():
-            # nova would pass on_shared_storage to our _rebuild_default_impl
-            # and every rebuild on this host would fail with a TypeError.
-            raise RuntimeError(
-                'This nova already destroys the guest of a failed '
-                'evacuation (the nova-evac-cleanup patch series is '
-                'applied): run nova-compute, not the nova-evac-cleanup '
-                'compute manager.')
-        # Refuse a nova whose methods this class overrides have changed.
-        nova_support.check()
         super().__init__(*args, **kwargs)
-        # The evacuations running on this host, by instance uuid: the
-        # shared-storage answer and the journal entry. nova never runs two
-        # rebuilds of one instance on one host at once (the API sets the
-        # task state), so the uuid is a safe key for concurrent
-        # evacuations.
+        # The evacuations running on this host, by instance uuid. nova
+        # never runs two rebuilds of one instance on one host at once (the
+        # API sets the task state), so the uuid is a safe key for
+        # concurrent evacuations.
         self._evacuations = {}
+        problems = nova_support.problems()
+        if problems:
+            LOG.error('nova-evac-cleanup supports nova %s and cannot run on '
+                      'this nova: %s. Running as nova\'s own compute '
+                      'manager: no cleanup of failed evacuations, no '
+                      'start-up sweep.', nova_support.SUPPORTED,
+                      '; '.join(problems))
+        #: whether the cleanup runs at all on this nova
+        self._cleanup_runs = not problems
 
-    def init_host(self, service_ref):
+    def _cleanup_enabled(self):
+        return self._cleanup_runs and CONF.evacuate_cleanup.enabled
+
+    # Start and stop.
+
+    def init_host(self, *args, **kwargs):
         """Start like nova, then end evacuations this host's death cut.
 
         The host's lock is taken first and held for the life of the
         process, so that ``nova-evac-cleanup audit --delete`` never acts
-        while this service runs. After nova's own start-up, and before this
-        host accepts requests, ``[evacuate_cleanup] sweep_on_start`` decides
-        what happens to the evacuations this host journaled and did not
-        finish: see :mod:`nova_evac_cleanup.recovery`.
+        while this service runs; an audit holding it is waited for a while
+        only (:mod:`nova_evac_cleanup.host_lock`). After nova's own
+        start-up, and before this host accepts requests, ``[evacuate_cleanup]
+        sweep_on_start`` decides what happens to the evacuations this host
+        journaled and did not finish: see :mod:`nova_evac_cleanup.recovery`.
+        Nothing here stops the service from starting.
         """
-        try:
-            host_lock.acquire(self.host, blocking=True)
-        except host_lock.HostLockHeld as error:
-            LOG.warning('%s; nova-evac-cleanup audit --delete will refuse '
-                        'to run on this host', error)
-        super().init_host(service_ref)
-        if (CONF.evacuate_cleanup.sweep_on_start != 'off' and
+        if not self._cleanup_runs:
+            return super().init_host(*args, **kwargs)
+        locked = self._lock_host()
+        result = super().init_host(*args, **kwargs)
+        if CONF.evacuate_cleanup.enabled:
+            try:
+                journal.ensure_writable(self.host)
+            except OSError as error:
+                LOG.error('Cannot journal evacuations to %s (%s): running '
+                          'as nova\'s own compute manager, without the '
+                          'evacuation cleanup', self.host, error)
+                self._cleanup_runs = False
+                return result
+        mode = CONF.evacuate_cleanup.sweep_on_start
+        if mode == 'clean' and not locked:
+            mode = 'report'
+        if (mode != 'off' and
                 self.driver.capabilities.get('supports_evacuate', False)):
-            recovery.sweep(self, nova_context.get_admin_context(),
-                           CONF.evacuate_cleanup.sweep_on_start)
+            recovery.sweep(self, nova_context.get_admin_context(), mode)
+        return result
 
-    def cleanup_host(self):
+    def _lock_host(self):
+        """Take this host's lock; whether it is held."""
         try:
-            super().cleanup_host()
+            host_lock.acquire(self.host, timeout=host_lock.START_TIMEOUT)
+        except host_lock.HostLockHeld as error:
+            LOG.error('%s. nova-compute starts without it: the start-up '
+                      'sweep only reports, and the lock is taken once it is '
+                      'free.', error)
+            nova_support.spawn(host_lock.acquire_when_free, self.host)
+            return False
+        return True
+
+    def cleanup_host(self, *args, **kwargs):
+        try:
+            return super().cleanup_host(*args, **kwargs)
         finally:
             host_lock.release(self.host)
 
-    def _do_rebuild_instance(
-            self, context, instance, orig_image_ref, image_meta,
-            injected_files, new_pass, orig_sys_metadata, bdms, evacuate,
-            on_shared_storage, preserve_ephemeral, migration, request_spec,
-            allocations, request_group_resource_providers_mapping,
-            accel_uuids, reimage_boot_volume, target_state):
-        """Remember whether the disks are shared before nova spawns.
+    # The evacuation.
 
-        nova decides here, before anything exists on this host, whether the
-        instance files are on shared storage: the admin's
-        ``onSharedStorage``, which nova then checks against
-        ``driver.instance_on_disk``, or that driver call's answer. Spawn
-        then creates the instance directory, after which the same driver
-        call would answer True on any storage, so the answer is taken now.
+    def _do_rebuild_instance(self, *args, **kwargs):
+        """Journal an evacuation before nova's rebuild code runs.
 
-        The evacuation is journaled on this host until nova's code returns
-        or raises: an entry left behind is what the start-up sweep may act
-        on. With the cleanup disabled nothing is journaled.
+        A kept leftover of an earlier evacuation of the instance refuses
+        it first (:func:`nova_evac_cleanup.leftovers.refuse_if_kept`),
+        before anything is created here. The journal entry then stays on
+        this host's disk until the evacuation ended: an entry left behind
+        is what the start-up sweep may act on. With the cleanup disabled
+        nothing is journaled.
         """
-        evacuation = None
-        if evacuate and CONF.evacuate_cleanup.enabled:
-            evacuation = _Evacuation(self._shared_storage_before_spawn(
-                instance, on_shared_storage), migration)
-            evacuation.journal(self.host, instance, migration)
-            self._evacuations[instance.uuid] = evacuation
+        if not self._cleanup_enabled():
+            return super()._do_rebuild_instance(*args, **kwargs)
+        named = _named('_do_rebuild_instance', args, kwargs)
+        instance, migration = named['instance'], named['migration']
+        if not named['evacuate'] or migration is None or (
+                not migration.obj_attr_is_set('uuid')):
+            return super()._do_rebuild_instance(*args, **kwargs)
+        leftovers.refuse_if_kept(self.driver, self.host, instance)
+        entry = journal.Entry(self.host, instance.uuid, migration.uuid,
+                              migration.id)
         try:
-            result = super()._do_rebuild_instance(
-                context, instance, orig_image_ref, image_meta,
-                injected_files, new_pass, orig_sys_metadata, bdms, evacuate,
-                on_shared_storage, preserve_ephemeral, migration,
-                request_spec, allocations,
-                request_group_resource_providers_mapping, accel_uuids,
-                reimage_boot_volume, target_state)
-        except Exception as error:
-            # nova's handlers end the evacuation: nothing for the sweep.
-            # Not on a BaseException (the process going down), which leaves
-            # the entry for the next start.
-            if evacuation is not None:
-                with excutils.save_and_reraise_exception():
-                    self._evacuations.pop(instance.uuid, None)
-                    if evacuation.spawned:
-                        self._destroy_after_spawn(context, instance,
-                                                  evacuation, error)
-                    evacuation.forget(instance, succeeded=False)
+            journal.write(entry)
+        except OSError:
+            LOG.exception('Could not journal evacuation %s: refusing it, '
+                          'as a failure could then leave files nova would '
+                          'boot', migration.uuid, instance=instance)
             raise
-        if evacuation is not None:
-            # Still journaled: nova's rebuild_instance has yet to record
-            # the instance on this host (rt.finish_evacuation).
-            evacuation.rebuilt = True
+        evacuation = self._evacuations[instance.uuid] = _Evacuation(
+            entry, migration)
+        try:
+            result = super()._do_rebuild_instance(*args, **kwargs)
+        except Exception as error:
+            if evacuation.spawned:
+                with excutils.save_and_reraise_exception():
+                    self._destroy_after_spawn(named['context'], instance,
+                                              evacuation, error)
+            raise
+        # Still journaled: nova's rebuild_instance has yet to record the
+        # instance on this host (rt.finish_evacuation).
+        evacuation.rebuilt = True
         return result
 
-    def rebuild_instance(self, context, instance, *args, **kwargs):
-        """Run nova's rebuild; end an evacuation that failed after spawn.
+    def _rebuild_default_impl(self, *args, **kwargs):
+        """Run nova's default rebuild; destroy the guest if spawn failed.
 
-        nova records the evacuated instance on this host only after
-        ``_do_rebuild_instance`` returns (``rt.finish_evacuation``); a
-        failure there leaves the guest running here while the database
-        says the source. It is destroyed, the migration set to ``failed``
-        and this host's allocation removed, as nova does for a failure
-        inside ``_do_rebuild_instance``.
+        nova's answer to "are the files shared?" is read here, from nova's
+        own frame (:mod:`nova_evac_cleanup.shared_storage`), and the
+        instance directory claimed just before spawn.
+        """
+        named = (_named('_rebuild_default_impl', args, kwargs)
+                 if self._cleanup_enabled() else {})
+        instance = named.get('instance')
+        evacuation = (self._evacuations.get(instance.uuid)
+                      if instance is not None and named.get('evacuate')
+                      else None)
+        if evacuation is None:
+            return super()._rebuild_default_impl(*args, **kwargs)
+        evacuation.entry.shared_storage = shared_storage.nova_answer()
+        context = named['context']
+        attach_block_devices = named['attach_block_devices']
+        # The block device info spawn is given is what attach returns on
+        # this host; keep it so destroy disconnects the same volumes.
+        attached = []
+
+        def attach_then_claim(*args, **kwargs):
+            block_device_info = attach_block_devices(*args, **kwargs)
+            attached.append(block_device_info)
+            # The last step before nova saves the task state and spawns.
+            self._claim_directory(instance, evacuation.entry)
+            return block_device_info
+
+        named['attach_block_devices'] = attach_then_claim
+        try:
+            result = super()._rebuild_default_impl(**named)
+        except Exception as error:
+            if spawn_failure.raised_by_spawn(sys.exc_info()[2]):
+                with excutils.save_and_reraise_exception():
+                    self._destroy_failed_evacuation(
+                        context, instance, evacuation,
+                        named.get('network_info'), attached[-1], error,
+                        source=instance.host)
+            raise
+        evacuation.spawned = True
+        evacuation.network_info = named.get('network_info')
+        evacuation.block_device_info = (
+            attached[-1] if attached else named.get('block_device_info'))
+        return result
+
+    def _claim_directory(self, instance, entry):
+        """Record nova's answer; claim the directory if not shared.
+
+        A directory that exists already although nova found the files not
+        on shared storage (a share that was unreachable when nova looked,
+        or a leftover) turns the answer into "unknown": its disks are kept
+        whatever happens.
+
+        :raises OSError: the journal or the directory could not be
+            written; the evacuation fails before spawn
+        """
+        try:
+            if entry.shared_storage is False and not ownership.claim(entry):
+                LOG.warning('nova found the instance files not on shared '
+                            'storage, but %s exists before spawn: its disks '
+                            'are kept whatever happens',
+                            ownership.instance_path(self.host, instance.uuid),
+                            instance=instance)
+                entry.shared_storage = None
+            journal.write(entry)
+        except OSError:
+            LOG.exception('Could not record evacuation %s before spawn: '
+                          'refusing it', entry.migration_uuid,
+                          instance=instance)
+            raise
+
+    def _error_out_instance_on_exception(self, context, instance, *args,
+                                         **kwargs):
+        """nova's context manager, which ends a finish_evacuation failure.
+
+        nova's ``rebuild_instance`` records the evacuated instance on this
+        host (``rt.finish_evacuation``) inside it, after
+        ``_do_rebuild_instance`` returned. A failure there is ended
+        (:meth:`_end_unrecorded_evacuation`) before nova's handler puts the
+        instance into ERROR and saves it. nova enters this context before
+        the evacuation is journaled: the evacuation is looked up when the
+        failure is seen.
+        """
+        handler = super()._error_out_instance_on_exception(
+            context, instance, *args, **kwargs)
+        if not self._cleanup_runs:
+            return handler
+        return self._ending_unrecorded_evacuation(handler, context, instance)
+
+    @contextlib.contextmanager
+    def _ending_unrecorded_evacuation(self, nova_handler, context, instance):
+        with nova_handler:
+            try:
+                yield
+            except Exception as error:
+                evacuation = self._evacuations.get(instance.uuid)
+                if evacuation is not None and evacuation.rebuilt:
+                    with excutils.save_and_reraise_exception():
+                        self._end_unrecorded_evacuation(
+                            context, instance, evacuation, error)
+                raise
+
+    def rebuild_instance(self, context, instance, *args, **kwargs):
+        """Run nova's rebuild, then end the evacuation's journal entry.
+
+        Only once nova's handlers have ended the evacuation (the instance
+        recorded here, or put into ERROR on its source): a death before
+        that leaves the entry to the next start.
         """
         try:
             result = super().rebuild_instance(context, instance, *args,
                                               **kwargs)
-        except Exception as error:
+        except Exception:
             evacuation = self._evacuations.pop(instance.uuid, None)
             if evacuation is not None:
                 with excutils.save_and_reraise_exception():
-                    if evacuation.rebuilt:
-                        self._end_unrecorded_evacuation(
-                            context, instance, evacuation, error)
-                    evacuation.forget(instance, succeeded=False)
+                    self._end_evacuation(context, instance, evacuation)
             raise
         evacuation = self._evacuations.pop(instance.uuid, None)
         if evacuation is not None:
-            evacuation.forget(instance, succeeded=True)
+            self._end_evacuation(context, instance, evacuation)
         return result
 
-    def _shared_storage_before_spawn(self, instance, on_shared_storage):
-        """Return nova's answer to "are the instance files shared?".
+    # Ending it.
 
-        When the admin passed ``onSharedStorage`` nova refuses the
-        evacuation unless ``driver.instance_on_disk`` agrees, so that value
-        is nova's answer and costs nothing. Otherwise this makes the one
-        extra ``instance_on_disk`` call the fix costs an evacuation, just
-        before nova makes the same call.
+    def _end_evacuation(self, context, instance, evacuation):
+        """nova's rebuild code returned or raised: end the journal entry.
 
-        :returns: True, False, or None when the driver could not tell; None
-            keeps the disks.
+        If the instance is recorded here the directory is its own: the
+        marker goes, and so does every journal entry of the instance
+        here. Otherwise :func:`nova_evac_cleanup.leftovers.end` removes
+        the entry or records what is kept. Never raises.
         """
-        if on_shared_storage is not None:
-            return on_shared_storage
+        entry = evacuation.entry
+        if instance.host == self.host:
+            try:
+                ownership.release(entry)
+                for other in journal.entries_of(self.host, instance.uuid):
+                    journal.remove(other)
+            except OSError:
+                LOG.exception('Could not remove the journal entries of %s, '
+                              'which lives on %s now', instance.uuid,
+                              self.host, instance=instance)
+            return
+        leftovers.end(self.driver, entry, instance)
+
+    def _recorded_here(self, context, instance):
+        """Whether the database records the instance on this host.
+
+        :returns: True, False (also when it was deleted), or None when it
+            could not be read
+        """
         try:
-            return self.driver.instance_on_disk(instance)
+            current = objects.Instance.get_by_uuid(
+                context, instance.uuid, expected_attrs=[])
+        except exception.InstanceNotFound:
+            return False
         except Exception:
-            # nova's own call will raise the same error and fail the
-            # evacuation; it is not ours to report.
-            LOG.debug('Could not tell whether the instance files are on '
-                      'shared storage', instance=instance, exc_info=True)
+            LOG.exception('Could not read the instance after its evacuation '
+                          'to %s failed', self.host, instance=instance)
             return None
+        return current.host == self.host
 
-    def _rebuild_default_impl(
-            self, context, instance, image_meta, injected_files,
-            admin_password, allocations, bdms, detach_block_devices,
-            attach_block_devices, network_info=None, evacuate=False,
-            block_device_info=None, preserve_ephemeral=False,
-            accel_uuids=None, reimage_boot_volume=False):
-        """Run nova's default rebuild; destroy the guest if spawn failed."""
-        evacuation = self._evacuations.get(instance.uuid)
-        on_shared_storage = (
-            evacuation.shared_storage if evacuation is not None else None)
-        cleanup = evacuate and CONF.evacuate_cleanup.enabled
-        # The block device info spawn is given is what attach returns on this
-        # host; keep it so destroy disconnects the same volumes.
-        attached = []
-
-        def attach_and_remember(*args, **kwargs):
-            block_device_info = attach_block_devices(*args, **kwargs)
-            attached.append(block_device_info)
-            # The last step before nova saves the task state and spawns.
-            if evacuation is not None:
-                evacuation.claim_directory(instance)
-            return block_device_info
-
-        try:
-            result = super()._rebuild_default_impl(
-                context=context, instance=instance, image_meta=image_meta,
-                injected_files=injected_files, admin_password=admin_password,
-                allocations=allocations, bdms=bdms,
-                detach_block_devices=detach_block_devices,
-                attach_block_devices=(
-                    attach_and_remember if cleanup else attach_block_devices),
-                network_info=network_info, evacuate=evacuate,
-                block_device_info=block_device_info,
-                preserve_ephemeral=preserve_ephemeral,
-                accel_uuids=accel_uuids,
-                reimage_boot_volume=reimage_boot_volume)
-        except Exception as error:
-            if cleanup and spawn_failure.raised_by_spawn(sys.exc_info()[2]):
-                with excutils.save_and_reraise_exception():
-                    self._destroy_failed_evacuation(
-                        context, instance, network_info, attached[-1],
-                        on_shared_storage, error, source=instance.host)
-            raise
-        if cleanup and evacuation is not None:
-            evacuation.spawned = True
-            evacuation.network_info = network_info
-            evacuation.block_device_info = (
-                attached[-1] if attached else block_device_info)
-        return result
-
-    def _destroy_failed_evacuation(self, context, instance, network_info,
-                                   block_device_info, on_shared_storage,
+    def _destroy_failed_evacuation(self, context, instance, evacuation,
+                                   network_info, block_device_info,
                                    spawn_error, source):
         """Destroy the guest a failed evacuation left on this host.
 
-        Once it is destroyed, the ports and volume attachments the
-        evacuation moved here are put back (:mod:`nova_evac_cleanup.unwind`).
+        Its disks go only with proof, taken now, that their directory is
+        the evacuation's own (:func:`nova_evac_cleanup.ownership.proof`).
+        Once the guest is destroyed, the volume connections the evacuation
+        made here are released (:mod:`nova_evac_cleanup.unwind`).
 
         Never raises: the caller re-raises the spawn error, which is the one
         the operator must see in the instance fault.
 
-        :param source: the host to put the ports back on, the instance's
-            (nova has not moved it yet); None when it was deleted
+        :param source: the host the instance is on (nova has not moved it);
+            None when it was deleted
         """
-        destroy_disks = on_shared_storage is False
+        destroy_disks, why = ownership.proof(evacuation.entry)
         try:
-            with instance.mutated_migration_context():
-                self.driver.destroy(context, instance, network_info,
-                                    block_device_info=block_device_info,
-                                    destroy_disks=destroy_disks)
+            guest.destroy(self.driver, context, instance, network_info,
+                          block_device_info, destroy_disks)
         except Exception:
             LOG.error('Evacuation to %(host)s failed to spawn: %(error)s',
                       {'host': self.host, 'error': spawn_error},
                       instance=instance)
             LOG.exception('Failed to clean up the guest of the failed '
-                          'evacuation on %s; it may need manual cleanup',
-                          self.host, instance=instance)
+                          'evacuation on %s; it is kept, and the next '
+                          'evacuation of the instance to %s is refused until '
+                          'it is removed', self.host, self.host,
+                          instance=instance)
             return
         if source is not None:
-            self._unwind(context, instance, network_info, source)
-        if destroy_disks:
-            disks = 'removed its disks (not on shared storage)'
-        elif on_shared_storage:
-            disks = 'kept its disks (on shared storage)'
-        else:
-            disks = ('kept its disks (could not tell whether they are on '
-                     'shared storage)')
-        LOG.info('Evacuation failed to spawn: destroyed the guest on %s and '
-                 '%s', self.host, disks, instance=instance)
+            self._unwind(context, instance, source)
+        LOG.info('Evacuation failed: destroyed the guest on %s and %s',
+                 self.host,
+                 'removed its disks (not on shared storage)'
+                 if destroy_disks else 'kept its disks: %s' % why,
+                 instance=instance)
 
-    def _unwind(self, context, instance, network_info, source):
-        """Put back the ports and volumes the evacuation moved here.
+    def _unwind(self, context, instance, source):
+        """Release the volume connections the evacuation made here.
 
         Never raises; see :mod:`nova_evac_cleanup.unwind`.
         """
         try:
-            unwind.unwind(self, context, instance, source,
-                          network_info=network_info)
+            unwind.unwind(self, context, instance, source)
         except Exception:
-            LOG.exception('Could not put the ports and volume attachments '
-                          'of the failed evacuation back on %s', source,
+            LOG.exception('Could not release the volume connections of the '
+                          'failed evacuation on %s', self.host,
                           instance=instance)
 
     def _destroy_after_spawn(self, context, instance, evacuation, error):
@@ -404,26 +439,19 @@ class EvacuateCleanupMixin(object):
         The guest was spawned, but the evacuation failed before nova
         recorded the instance on this host: saving it with its expected
         task state (an operator reset it, or it is being deleted), bringing
-        a stopped instance back to its state, or a notification. nova puts
-        the instance into ERROR on its source (or finishes deleting it):
-        left running here, the guest would be a second writer on the
-        instance's volumes, and on shared storage its disks, should the
-        source be brought back.
+        a stopped instance back to its state, a notification, or
+        ``finish_evacuation``. nova puts the instance into ERROR on its
+        source (or finishes deleting it): left running here, the guest
+        would be a second writer on the instance's volumes, and on shared
+        storage its disks, should the source be brought back.
 
         Never raises. Nothing is done if the instance is recorded on this
         host after all.
         """
-        try:
-            current = objects.Instance.get_by_uuid(
-                context, instance.uuid, expected_attrs=[])
-        except exception.InstanceNotFound:
-            current = None
-        except Exception:
-            LOG.exception('Could not read the instance after its evacuation '
-                          'failed: its guest on %s is left running',
-                          self.host, instance=instance)
+        recorded = self._recorded_here(context, instance)
+        if recorded is None:
             return
-        if current is not None and current.host == self.host:
+        if recorded:
             LOG.warning('Evacuation failed after the instance was recorded '
                         'on %s: its guest there is left running', self.host,
                         instance=instance)
@@ -431,36 +459,58 @@ class EvacuateCleanupMixin(object):
         LOG.warning('Evacuation failed after spawn (%s): destroying the '
                     'running guest on %s', error, self.host,
                     instance=instance)
-        # A deleted instance's ports and volumes were released by nova.
         self._destroy_failed_evacuation(
-            context, instance, evacuation.network_info,
-            evacuation.block_device_info, evacuation.shared_storage, error,
-            source=current.host if current is not None else None)
+            context, instance, evacuation, evacuation.network_info,
+            evacuation.block_device_info, error, source=instance.host)
 
     def _end_unrecorded_evacuation(self, context, instance, evacuation,
                                    error):
         """End an evacuation whose ``finish_evacuation`` failed.
 
-        As nova ends one that failed inside ``_do_rebuild_instance``: the
-        guest destroyed, the migration ``failed`` and this host's
-        allocation removed; nova has already put the instance into ERROR.
-        Never raises.
+        If it had already recorded the instance on this host, the instance
+        lives here: its guest, this host's allocation and the migration are
+        left for nova (the source's start-up reaps its own copy of an
+        evacuation that is not ``failed``). Otherwise it is ended as nova
+        ends one that failed inside ``_do_rebuild_instance``: the
+        migration ``failed``, the guest destroyed and this host's
+        allocation removed. The instance is first read again: what
+        ``finish_evacuation`` changed in memory (this host, this host's
+        resources) must not be saved by nova's handler, which then puts it
+        into ERROR on its source. Never raises.
         """
+        recorded = self._recorded_here(context, instance)
+        if recorded is None:
+            return
+        if recorded:
+            LOG.warning('Evacuation failed after the instance was recorded '
+                        'on %s (%s): it lives here, its guest is kept',
+                        self.host, error, instance=instance)
+            return
+        try:
+            instance.refresh()
+        except Exception:
+            LOG.exception('Could not read the instance again after its '
+                          'evacuation to %s failed', self.host,
+                          instance=instance)
+            return
+        try:
+            migration = objects.Migration.get_by_id(
+                context, evacuation.migration.id)
+            if migration.status == 'pre-migrating':
+                self._set_migration_status(migration, 'failed')
+        except Exception:
+            LOG.exception('Could not set the evacuation to %s to failed',
+                          self.host, instance=instance)
+            return
         self._destroy_after_spawn(context, instance, evacuation, error)
         try:
             node = self._get_compute_info(context, self.host)
             self.rt.delete_allocation_for_evacuated_instance(
                 context, instance, node.hypervisor_hostname,
                 node_type='destination')
-            migration = evacuation.migration
-            if migration is not None:
-                migration = objects.Migration.get_by_id(context,
-                                                        migration.id)
-            if migration is not None and migration.status == 'pre-migrating':
-                self._set_migration_status(migration, 'failed')
         except Exception:
-            LOG.exception('Could not end the evacuation to %s after it '
-                          'failed to record the instance here', self.host,
+            LOG.exception('Could not remove the allocation of the failed '
+                          'evacuation against %s', self.host,
                           instance=instance)
 
 

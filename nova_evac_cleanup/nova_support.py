@@ -14,13 +14,15 @@
 
 """The nova releases this project was written for, checked at start-up.
 
-The mixin overrides private methods of nova's ``ComputeManager`` and calls
-them with nova's arguments by name. A nova release that renames, adds or
-drops one of their parameters would make every rebuild on the host fail
-with a ``TypeError``, or worse, silently drop an argument. So before the
-compute service starts, the parameters of every overridden method are
-compared with those this project was written and tested against, and the
-service refuses to start with a clear message on any difference.
+The mixin overrides methods of nova's ``ComputeManager`` and reads nova's
+rebuild code as it runs (:mod:`nova_evac_cleanup.spawn_failure`,
+:mod:`nova_evac_cleanup.shared_storage`). A nova release that changes
+those, or that carries this project's patch series already, must not make
+the cleanup act on wrong assumptions, and must not stop nova-compute from
+starting either: as nova does for an optional feature a driver lacks, the
+compute manager logs one error naming what differs and runs as nova's own
+(:func:`problems`). The unit tests compare the same signatures, so a
+nova update that changes them is caught before it ships.
 
 The same range is declared to pip in ``requirements.txt``.
 """
@@ -31,6 +33,9 @@ import inspect
 from nova.compute import manager as nova_manager
 from nova import safe_utils
 from nova import utils
+
+from nova_evac_cleanup import shared_storage
+from nova_evac_cleanup import spawn_failure
 
 #: The nova releases tested: 31 (2025.1) to 34 (2026.2).
 SUPPORTED = '>=31.0.0,<35.0.0'
@@ -59,11 +64,9 @@ OVERRIDDEN = {
         'attach_block_devices', 'network_info', 'evacuate',
         'block_device_info', 'preserve_ephemeral', 'accel_uuids',
         'reimage_boot_volume'),
+    '_error_out_instance_on_exception': (
+        'self', 'context', 'instance', 'instance_state'),
 }
-
-
-class UnsupportedNova(RuntimeError):
-    """The installed nova is not one this project was written for."""
 
 
 def mismatches(manager_class=nova_manager.ComputeManager):
@@ -85,24 +88,35 @@ def mismatches(manager_class=nova_manager.ComputeManager):
     return result
 
 
-def check(manager_class=nova_manager.ComputeManager):
-    """Refuse a nova whose overridden methods are not the expected ones.
+def nova_has_the_fix(manager_class=nova_manager.ComputeManager):
+    """Whether the installed nova carries this project's patch series.
 
-    :raises UnsupportedNova: naming each method that differs
+    The series gives nova's ``_rebuild_default_impl`` its own
+    ``on_shared_storage`` argument; the mixin and the patch must not both
+    clean up.
     """
-    problems = mismatches(manager_class)
-    if not problems:
-        return
-    details = '; '.join(
-        '%s(%s) expected, %s found' % (
+    return 'on_shared_storage' in inspect.signature(
+        manager_class._rebuild_default_impl).parameters
+
+
+def problems(manager_class=nova_manager.ComputeManager):
+    """Why the cleanup cannot run on this nova; empty when it can.
+
+    :returns: a list of sentences
+    """
+    if nova_has_the_fix(manager_class):
+        return ['this nova already destroys the guest of a failed '
+                'evacuation (the nova-evac-cleanup patch series is applied)']
+    result = [
+        'ComputeManager.%s(%s) expected, %s found' % (
             name, ', '.join(expected),
             'no such method' if found is None else
             '(%s)' % ', '.join(found))
-        for name, expected, found in problems)
-    raise UnsupportedNova(
-        'nova-evac-cleanup supports nova %s and cannot run on this nova: '
-        'ComputeManager methods it overrides have changed: %s' % (
-            SUPPORTED, details))
+        for name, expected, found in mismatches(manager_class)]
+    for problem in (spawn_failure.problem(), shared_storage.problem()):
+        if problem:
+            result.append(problem)
+    return result
 
 
 def spawn(func, *args, **kwargs):

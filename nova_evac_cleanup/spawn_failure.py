@@ -27,12 +27,14 @@ traceback of the exception is read: it holds the frame of nova's own
 ``_rebuild_default_impl`` and the bytecode offset at which the exception
 left that frame. That offset falls inside the instructions of the spawn call
 if, and only if, the exception was raised by ``driver.spawn``. The spawn
-call is located in nova's code when this module is imported, so a nova
-release that moves the call is still handled, and one that removes it fails
-loudly here rather than silently disabling the cleanup.
+call is located in nova's code when it is first needed, so a nova release
+that moves the call is still handled; one that removes it makes the
+compute manager run as nova's own, with an error logged at start-up
+(:func:`problem`), rather than fail to start or clean up blindly.
 """
 
 import dis
+import functools
 import inspect
 
 from nova.compute import manager as nova_manager
@@ -43,8 +45,8 @@ def _spawn_call_offsets(code):
 
     :param code: the code object of nova's ``_rebuild_default_impl``
     :returns: a range of offsets: the call instruction and its inline cache
-        entries (Python >= 3.11 reports an offset inside those)
-    :raises RuntimeError: if nova's code no longer calls ``spawn``
+        entries (Python >= 3.11 reports an offset inside those); None if
+        nova's code does not call ``spawn``
     """
     instructions = list(dis.get_instructions(code))
     for index, instruction in enumerate(instructions):
@@ -56,15 +58,23 @@ def _spawn_call_offsets(code):
             if call.opname.startswith('CALL'):
                 following = instructions[position + 1]
                 return range(call.offset, following.offset)
-    raise RuntimeError(
-        'nova.compute.manager.ComputeManager._rebuild_default_impl no '
-        'longer calls driver.spawn; nova-evac-cleanup does not support this '
-        'nova release')
+    return None
 
 
-_REBUILD_DEFAULT_IMPL = inspect.unwrap(
-    nova_manager.ComputeManager._rebuild_default_impl).__code__
-_SPAWN_CALL = _spawn_call_offsets(_REBUILD_DEFAULT_IMPL)
+@functools.lru_cache(maxsize=None)
+def _rebuild_default_impl():
+    """nova's ``_rebuild_default_impl`` code, and its spawn call's offsets."""
+    code = inspect.unwrap(
+        nova_manager.ComputeManager._rebuild_default_impl).__code__
+    return code, _spawn_call_offsets(code)
+
+
+def problem():
+    """Why the spawn call cannot be told apart in this nova, or None."""
+    if _rebuild_default_impl()[1] is None:
+        return ('nova.compute.manager.ComputeManager._rebuild_default_impl '
+                'no longer calls driver.spawn')
+    return None
 
 
 def raised_by_spawn(tb):
@@ -74,8 +84,11 @@ def raised_by_spawn(tb):
     :returns: True if the exception left nova's ``_rebuild_default_impl``
         through its ``driver.spawn(...)`` call
     """
+    code, spawn_call = _rebuild_default_impl()
+    if spawn_call is None:
+        return False
     while tb is not None:
-        if tb.tb_frame.f_code is _REBUILD_DEFAULT_IMPL:
-            return tb.tb_lasti in _SPAWN_CALL
+        if tb.tb_frame.f_code is code:
+            return tb.tb_lasti in spawn_call
         tb = tb.tb_next
     return False

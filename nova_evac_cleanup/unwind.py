@@ -12,32 +12,27 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""Put back what a failed evacuation moved to this host before spawning.
+"""Release the volume connections a failed evacuation made on this host.
 
 Before it spawns the guest, nova's evacuation binds the instance's ports to
 the destination (``setup_instance_network_on_host``) and replaces each
 volume attachment by one connected with the destination's connector
-(``_prep_block_device``). When the evacuation fails nova undoes neither:
-the server is ERROR on its source but half-moved, and a hard reboot there
-uses a port binding and volume connection info that belong to the
-destination.
+(``_prep_block_device``). When the evacuation fails nova undoes neither.
 
-:func:`unwind` does what nova's own rollbacks do, from the destination,
-once the guest here is destroyed:
-
-* the volume attachments of this host are replaced by reserved ones
+* The ports are left to nova: once the source's nova-compute runs again,
+  its periodic ``_heal_instance_info_cache`` binds every port of an
+  instance with no task state whose ``binding:host_id`` is not the
+  instance's host, or whose binding failed, back to that host ("if
+  evacuation failed after reassigning the port binding"). Binding them from
+  here while the source is dead would fail with ML2's agent-based drivers
+  ("Refusing to bind port ... to dead agent") and leave them
+  ``binding_failed``.
+* The volume attachments of this host are replaced by reserved ones
   (nova's ``_terminate_volume_connections``, which ``revert_resize`` uses
   on the destination of a resize): this host keeps no connection to the
-  volumes;
-* the ports are bound to the source host again
-  (``setup_instance_network_on_host``, as unshelve does, which takes the
-  PCI devices of SR-IOV ports from the instance: the source's), unless a
-  port has a resource request, whose placement allocation on the source
-  only the source can name: then the commands are reported.
-
-The volumes cannot be connected for the source from here (its connector is
-only known there): the commands of ``nova-manage volume_attachment`` that
-do it on the source are reported.
+  volumes. They cannot be connected for the source from here (its
+  connector is only known there): the commands of ``nova-manage
+  volume_attachment`` that do it on the source are reported.
 """
 
 from nova import objects
@@ -46,21 +41,15 @@ from oslo_log import log as logging
 LOG = logging.getLogger(__name__)
 
 
-def _resource_request_ports(network_info):
-    """Ports bound with a placement allocation (a resource request)."""
-    return [vif['id'] for vif in network_info
-            if (vif.get('profile') or {}).get('allocation')]
-
-
-def unwind(manager, context, instance, source, network_info=None):
-    """Release this host's volume connections, rebind ports to ``source``.
+def unwind(manager, context, instance, source):
+    """Release this host's volume connections of ``instance``.
 
     Call it only once the guest here is destroyed, with the instance still
-    naming the failed or interrupted evacuation.
+    naming the failed or interrupted evacuation. Running it again is
+    harmless: it replaces the reserved attachments by new reserved ones.
 
     :param source: the host the instance is on (the evacuation's source)
-    :param network_info: the instance's network info, by default its cache
-    :returns: ``(done, commands)``: what was put back, and what is left to
+    :returns: ``(done, commands)``: what was released, and what is left to
         run by hand, on the source
     """
     done, commands = [], []
@@ -83,27 +72,11 @@ def unwind(manager, context, instance, source, network_info=None):
             'nova-manage volume_attachment refresh %s %s connector.json' % (
                 instance.uuid, bdm.volume_id) for bdm in bdms)
         commands.append('openstack server start %s' % instance.uuid)
-    if network_info is None:
-        network_info = instance.get_network_info()
-    ports = [vif['id'] for vif in network_info]
-    if ports:
-        requesting = _resource_request_ports(network_info)
-        if requesting:
-            LOG.warning('Ports %s have a placement allocation: not bound '
-                        'back to %s from here', ', '.join(requesting),
-                        source, instance=instance)
-            commands.extend('openstack port set --host %s %s' % (
-                source, port) for port in ports)
-        else:
-            manager.network_api.setup_instance_network_on_host(
-                context, instance, source)
-            done.append('bound ports %s back to %s' % (
-                ', '.join(ports), source))
     for item in done:
         LOG.info('Failed evacuation to %s: %s', manager.host, item,
                  instance=instance)
     if commands:
-        LOG.warning('Failed evacuation to %s: to finish putting the server '
-                    'back on %s, run: %s', manager.host, source,
+        LOG.warning('Failed evacuation to %s: to connect its volumes on %s '
+                    'again, run: %s', manager.host, source,
                     ' && '.join(commands), instance=instance)
     return done, commands

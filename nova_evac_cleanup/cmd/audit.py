@@ -26,13 +26,16 @@ It loads the host's compute driver, and reaches the database directly when
 ``[database] connection`` is set (as nova-manage does) or through
 nova-conductor otherwise (as nova-compute does).
 
-Without ``--delete`` it writes nothing anywhere: the driver is loaded but
-not initialised (no ``init_host``), and nothing is asked that would write
-(nova's shared-storage check writes a probe file). With ``--delete`` it
+It never initialises the driver (no ``init_host``, which on libvirt powers
+down the dedicated CPUs no guest uses, under guests that still run), and
+without ``--delete`` it writes nothing anywhere (nova's shared-storage
+check, which writes a probe file, is never made). With ``--delete`` it
 takes the host's lock (:mod:`nova_evac_cleanup.host_lock`) and refuses to
 run while nova-compute holds it, whatever the service's state in the
-database says, then ends only the interrupted evacuations this host
-journaled, exactly as the start-up sweep does.
+database says, then does what the start-up sweep does: it ends the
+interrupted evacuations this host journaled, finishes what a sweep or an
+audit killed half-way had begun, and forgets the entries nothing is left
+of.
 
 Return codes: 0 nothing found; 3 found, nothing changed; 4 found and
 ``--delete`` ended all it may end; 1 something could not be done, or the
@@ -47,23 +50,18 @@ from oslo_config import cfg
 CONF = cfg.CONF
 
 
-def build_manager(host=None, initialise=False):
+def build_manager(host=None):
     """A compute manager for ``host``, lending its driver and helpers.
 
-    nova's own manager, never this project's (which refuses a patched
-    nova), and never started as a service: it only lends its driver,
-    placement client and nova's helpers to :mod:`nova_evac_cleanup.recovery`.
-
-    :param initialise: run the driver's ``init_host``, which ``--delete``
-        needs to destroy guests and which may change the host (the libvirt
-        driver, for one, powers down unused dedicated CPUs)
+    nova's own manager, never this project's (which runs as nova's own on
+    a patched nova), and never started as a service nor its driver
+    initialised: it only lends its driver, placement client and nova's
+    helpers to :mod:`nova_evac_cleanup.audit`. The libvirt driver connects
+    to libvirtd on its first call.
     """
     from nova.compute import manager
 
-    compute = manager.ComputeManager(host=host)
-    if initialise:
-        compute.driver.init_host(host=compute.host)
-    return compute
+    return manager.ComputeManager(host=host)
 
 
 def run(delete=False, as_json=False, out=None, host=None, compute=None):
@@ -76,12 +74,12 @@ def run(delete=False, as_json=False, out=None, host=None, compute=None):
     """
     from nova import context as nova_context
 
+    from nova_evac_cleanup import audit
     from nova_evac_cleanup import host_lock
-    from nova_evac_cleanup import recovery
 
     out = out or sys.stdout
     if delete:
-        # Refuse before anything is loaded or initialised.
+        # Refuse before anything is loaded.
         host = host or (compute.host if compute else CONF.host)
         try:
             host_lock.acquire(host)
@@ -90,9 +88,9 @@ def run(delete=False, as_json=False, out=None, host=None, compute=None):
                              error)
             return 1
     try:
-        compute = compute or build_manager(host, initialise=delete)
-        report = recovery.audit(compute, nova_context.get_admin_context(),
-                                delete=delete)
+        compute = compute or build_manager(host)
+        report = audit.report(compute, nova_context.get_admin_context(),
+                              delete=delete)
     finally:
         if delete:
             host_lock.release(host)
@@ -136,6 +134,9 @@ def format_report(report):
         for path, size in sorted(e['files'].items()):
             add('    file: %s (%d bytes)' % (path, size))
         add('    disks: %s' % e['disks'])
+        if e['refuses_evacuations']:
+            add('    refuses the next evacuation of this server to %s until '
+                'it is removed' % host)
         for rp, resources in sorted(e['allocation_here'].items()):
             add('    allocation against %s: %s' % (rp, resources))
     # 2. Where each instance is.

@@ -61,6 +61,7 @@ from oslo_utils import excutils
 from nova import block_device
 from nova.compute import power_state
 import nova.conf
+from nova import exception
 from nova.virt import driver
 from nova.virt import fake
 
@@ -758,7 +759,9 @@ class FakeLibvirtDriver(fake.MediumFakeDriver):
         which ``cleanup_instance_dir`` removes. So, as in libvirt, a spawn
         that created the disk in an instance directory that existed already
         leaves that disk behind when it cleans up. The domain is always
-        undefined.
+        undefined. Removing the instance directory is recorded on the
+        instance and saved, as libvirt's ``_cleanup`` does for
+        ``_run_pending_deletes`` (``clean_attempts``, ``cleaned``).
         """
         host = self._host
         uuid = instance.uuid
@@ -771,7 +774,16 @@ class FakeLibvirtDriver(fake.MediumFakeDriver):
                                   instance=instance)
                         os.remove(os.path.join(pool, name))
         if cleanup_instance_dir:
-            self._delete_instance_dir(world, instance)
+            attempts = int(instance.system_metadata.get('clean_attempts',
+                                                        '0'))
+            success = self._delete_instance_dir(world, instance)
+            instance.system_metadata['clean_attempts'] = str(attempts + 1)
+            if success:
+                instance.cleaned = True
+            try:
+                instance.save()
+            except exception.InstanceNotFound:
+                pass
         world._domain_table(host).pop(uuid, None)
 
     def _delete_instance_dir(self, world, instance):

@@ -130,9 +130,8 @@ class EvacuateTestCase(integrated_helpers.ProviderUsageBaseTestCase):
         self.flags(journal_path=self.useFixture(fixtures.TempDir()).path,
                    group='evacuate_cleanup')
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_evac_cleanup.journal.instance_path',
-            lambda host, instance: self.world.instance_dir(
-                host, instance.uuid)))
+            'nova_evac_cleanup.ownership.instance_path',
+            self.world.instance_dir))
         # Where the computes hold their host locks (nova's tests set no
         # lock_path).
         self.flags(lock_path=self.useFixture(fixtures.TempDir()).path,

@@ -189,7 +189,8 @@ class AuditCommandTest(testtools.TestCase):
         finally:
             lock.release()
         self.assertIn('refusing --delete', error)
-        self.assertIn('nova-compute is running', error)
+        self.assertIn('nova-compute or nova-evac-cleanup audit --delete is '
+                      'running', error)
 
         result = self.audit('--delete', '--json')
         self.assertEqual(0, result.returncode, result)

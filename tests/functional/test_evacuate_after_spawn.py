@@ -217,3 +217,103 @@ class NonSharedStockTest(_Points, _AfterSpawnTest):
         # leaves it pre-migrating.
         status = 'pre-migrating' if point == 'finish' else 'failed'
         self.assertEqual(status, self._migration_status(uuid, status))
+
+
+class FinishEvacuationTest(_AfterSpawnTest):
+    """``rt.finish_evacuation`` fails before or after recording the server.
+
+    Issue 19, item 7. ``finish_evacuation`` applies the migration context
+    to the instance, sets its host to compute1 and saves it, drops the
+    migration context and marks the migration ``done``.
+
+    * Its save fails: nothing recorded the server on compute1, so its
+      guest there is destroyed, the migration fails and compute1's
+      allocation goes, as for a failure inside the rebuild; and nova's own
+      error handling, which saves the instance it was given, must not
+      record it on compute1 with compute1's resources after all.
+    * A later step fails: the server is recorded on compute1 and lives
+      there. Its guest, compute1's allocation and the migration are left as
+      they are: compute0's start-up reaps its own copy of an evacuation
+      that is not ``failed``. Before the fix the guest was kept but the
+      allocation was removed and the migration set to ``failed``.
+    """
+
+    FIXED = True
+    STORAGE = 'non-shared'
+
+    def _fail_once(self, cls, name, when):
+        real = getattr(cls, name)
+        fired = []
+
+        def fail(obj, *args, **kwargs):
+            if not fired and when(obj):
+                fired.append(obj)
+                raise InjectedFailure('%s failed on %s' % (name, DEST))
+            return real(obj, *args, **kwargs)
+
+        self.useFixture(fixtures.MonkeyPatch(
+            '%s.%s.%s' % (cls.__module__, cls.__name__, name), fail))
+        return fired
+
+    def test_instance_not_recorded(self):
+        server = self._boot()
+        fired = self._fail_once(
+            objects.Instance, 'save',
+            lambda instance: ('host' in instance.obj_what_changed() and
+                              instance.host == DEST))
+        self._fail_source()
+        server = self._evacuate(server, expected_state='ERROR',
+                                expected_migration_status='failed')
+        self.assertEqual(1, len(fired))
+        self.assertEqual(SOURCE, server['OS-EXT-SRV-ATTR:host'])
+        self.assertIsNone(self.world.domain_state(DEST, server['id']))
+        self.assertEqual({}, self.world.files(DEST, server['id']))
+        self.assertIsNone(self._dest_allocation(server))
+        self._evacuate(server)
+        self.assertEqual('running',
+                         self.world.domain_state(DEST, server['id']))
+
+    def _rebuilds_ended(self):
+        """The instances whose rebuild_instance on compute1 has returned.
+
+        The server is ERROR before compute1 is done with the evacuation:
+        the checks wait for compute1's RPC handler itself to end.
+        """
+        manager = self.compute1.manager
+        real = manager.rebuild_instance
+        ended = []
+
+        def rebuild_instance(context, instance, *args, **kwargs):
+            try:
+                return real(context, instance, *args, **kwargs)
+            finally:
+                ended.append(instance.uuid)
+
+        # The RPC dispatcher looks the method up on the manager object.
+        manager.rebuild_instance = rebuild_instance
+        return ended
+
+    def test_instance_recorded_then_migration_save_fails(self):
+        server = self._boot()
+        fired = self._fail_once(
+            objects.Migration, 'save',
+            lambda migration: (migration.status == 'done' and
+                               migration.dest_compute == DEST))
+        ended = self._rebuilds_ended()
+        self._fail_source()
+        self.api.post_server_action(server['id'],
+                                    {'evacuate': {'host': DEST}})
+        for _attempt in range(300):
+            if ended:
+                break
+            time.sleep(0.05)
+        self.assertEqual([server['id']], ended)
+        server = self.api.get_server(server['id'])
+        self.assertEqual('ERROR', server['status'])
+        self.assertEqual(DEST, server['OS-EXT-SRV-ATTR:host'])
+        self.assertEqual(1, len(fired))
+        self.assertEqual('running',
+                         self.world.domain_state(DEST, server['id']))
+        self.assertIsNotNone(self._dest_allocation(server))
+        self.assertEqual('pre-migrating', self._migration_status(
+            server['id']))

@@ -27,10 +27,17 @@ restart order), on stock nova and with the fix:
 * on stock nova, the same after compute0 is back and the operator hard
   reboots the server there (nova's hard reboot neither rebinds ports nor
   refreshes volume connection info: it uses what is stored);
-* with the fix, the same after compute0 is back and the commands the
-  cleanup reported were run there: the server stopped, its volume
-  connected for compute0 (``nova-manage volume_attachment refresh``),
-  started again.
+* with the fix, the same after compute0 is back, nova's periodic task
+  ``_heal_instance_info_cache`` has run there and the commands the cleanup
+  reported were run: the server stopped, its volume connected for compute0
+  (``nova-manage volume_attachment refresh``), started again.
+
+The ports are left to nova (issue 19, item 8): nova's heal on compute0
+binds a port whose ``binding:host_id`` is not the server's host back to it,
+once compute0's nova-compute runs again and the server has no task state.
+Binding it to compute0 from compute1 while compute0 is dead would fail
+with ML2's agent-based drivers ("Refusing to bind port ... to dead agent")
+and leave it ``binding_failed``.
 
 A second evacuation, to another host, rebinds the port and re-attaches the
 volume by itself, on stock nova as with the fix (nova's rebuild does it
@@ -154,10 +161,12 @@ class StockHalfMovedTest(_HalfMovedTest):
 
 
 class PutBackTest(_HalfMovedTest):
-    """The fix puts the port back on compute0 and releases the volume.
+    """The fix releases the volume; nova's heal puts the port back.
 
-    Then the commands it reported, run on compute0 once it is back,
-    connect the volume for compute0 and start the server there.
+    compute1 leaves the port to nova: once compute0 is back, its periodic
+    ``_heal_instance_info_cache`` binds it to compute0 again. Then the
+    commands the fix reported, run on compute0, connect the volume for
+    compute0 and start the server there.
     """
 
     def test_put_back(self):
@@ -165,7 +174,7 @@ class PutBackTest(_HalfMovedTest):
         self._fail_source()
         server = self._end_evacuation(server)
 
-        self.assertEqual((SOURCE, ['reserved']), self.where())
+        self.assertEqual((DEST, ['reserved']), self.where())
         commands = ('openstack server stop %s' % server['id'],
                     'nova-manage volume_attachment refresh %s %s' % (
                         server['id'], VOLUME))
@@ -174,6 +183,10 @@ class PutBackTest(_HalfMovedTest):
 
         if self.row != INTERRUPTED_SOURCE_FIRST:
             self._restart_source()
+        # nova's periodic task, on compute0.
+        self.compute0.manager._heal_instance_info_cache(
+            nova_context.get_admin_context())
+        self.assertEqual((SOURCE, ['reserved']), self.where())
         self.api.post_server_action(
             server['id'], {'os-resetState': {'state': 'active'}})
         self.api.post_server_action(server['id'], {'os-stop': None})

@@ -45,9 +45,11 @@ for it and ``nova-manage placement audit`` finds nothing orphaned there.
 
 import io
 import json
+import os
 import time
 
 import fixtures
+import nova.conf
 
 from nova.cmd import manage
 from nova.compute import task_states
@@ -58,7 +60,10 @@ from nova_evac_cleanup.cmd import audit as audit_cmd
 from nova_evac_cleanup import host_lock
 from nova_evac_cleanup import journal
 from nova_evac_cleanup import manager
+from nova_evac_cleanup.testing import fake_libvirt
 from nova_evac_cleanup.testing import functional as base
+
+CONF = nova.conf.CONF
 
 SOURCE = base.SOURCE
 DEST = base.DEST
@@ -176,8 +181,8 @@ class _InterruptedEvacuationTest(base.EvacuateTestCase):
         out = io.StringIO()
         build = audit_cmd.build_manager
 
-        def build_manager(host, initialise=False):
-            compute = build(host, initialise=initialise)
+        def build_manager(host, **kwargs):
+            compute = build(host, **kwargs)
             # The fake driver learns its host in init_host, which the audit
             # skips without --delete; libvirt's reaches libvirtd without it.
             compute.driver._host = host
@@ -196,11 +201,14 @@ class _InterruptedEvacuationTest(base.EvacuateTestCase):
 
     # What is left.
 
-    def assert_ended(self, server, migration, host=SOURCE, status='failed'):
+    def assert_ended(self, server, migration, host=SOURCE, status='failed',
+                     kept=None):
         """The evacuation ended as nova ends one whose spawn raised.
 
         :param status: the migration's: ``failed``, or ``completed`` when
             the source came back first (never rewritten)
+        :param kept: why its files were kept, when they were not proven
+            its own: its journal entry then records it
         """
         server = self.api.get_server(server['id'])
         self.assertEqual('ERROR', server['status'])
@@ -208,7 +216,7 @@ class _InterruptedEvacuationTest(base.EvacuateTestCase):
         self.assertEqual(host, server['OS-EXT-SRV-ATTR:host'])
         self.assertIn('interrupted', server['fault']['message'])
         self.assertEqual(status, self._reload(migration).status)
-        self.assertEqual([], journal.entries(DEST))
+        self.assert_journal_ended(server, kept)
         self.assertIsNone(self._dest_allocation(server))
         code, output = self._placement_audit()
         self.assertEqual(0, code, output)
@@ -218,6 +226,23 @@ class _InterruptedEvacuationTest(base.EvacuateTestCase):
         self.assertEqual(self.dest_usages,
                          self._get_provider_usages(self.dest_rp))
         return server
+
+    def assert_journal_ended(self, server, kept=None):
+        """compute1's journal keeps only what must refuse or explain files.
+
+        A shared directory's files are the server's own: their entry says
+        so to the audit. Files kept without proof refuse the next
+        evacuation of the server to compute1.
+        """
+        entries = journal.entries(DEST)
+        if kept is None:
+            for entry in entries:
+                self.assertTrue(entry.shared_storage, entry)
+                self.assertIn("the server's own files", entry.kept)
+        else:
+            self.assertEqual([server['id']],
+                             [entry.instance_uuid for entry in entries])
+            self.assertIn(kept, entries[0].kept)
 
     def assert_kept(self, server, migration, files, status='pre-migrating'):
         """compute1 kept all the evacuation left, and its record."""
@@ -426,6 +451,72 @@ class NonSharedStorageTest(_InterruptedEvacuationTest):
         self.assertFalse(self.world.files(DEST, server['id']))
         code, report = self._audit()
         self.assertEqual(0, code, report)
+
+    def _journal_files(self):
+        """Every file under the journal directory, with its content."""
+        root = CONF.evacuate_cleanup.journal_path
+        files = {}
+        for directory, _dirs, names in os.walk(root):
+            for name in names:
+                path = os.path.join(directory, name)
+                with open(path, 'rb') as stream:
+                    files[os.path.relpath(path, root)] = stream.read()
+        return files
+
+    def test_report_and_audit_write_nothing(self):
+        """Issue 19, item 12: only acting changes the journal.
+
+        The server is deleted while compute1 is dead: what its
+        interrupted evacuation left there is reported by the sweep with
+        ``sweep_on_start = report`` and by the audit without
+        ``--delete``, and neither removes or rewrites anything.
+        """
+        server = self._boot()
+        self._fail_source()
+        server, migration, block = self._interrupt_evacuation(
+            server, 'wait_for_boot')
+        self._end_held_spawn(block)
+        self.api.delete_server(server['id'])
+        self._wait_until_deleted(server)
+        journal_files = self._journal_files()
+        self.assertTrue(journal_files)
+        files = self.world.files(DEST, server['id'])
+
+        self._restart_dest(sweep='report')
+        self.assertEqual(journal_files, self._journal_files())
+        self._kill(self.compute1)
+        code, report = self._audit()
+        self.assertEqual(3, code, report)
+        self.assertEqual(journal_files, self._journal_files())
+        self.assertEqual(files, self.world.files(DEST, server['id']))
+
+    def test_audit_delete_leaves_the_driver_uninitialised(self):
+        """Issue 19, item 12: ``audit --delete`` never runs ``init_host``.
+
+        libvirt's ``init_host`` powers down the dedicated CPUs no guest
+        uses when ``[libvirt] cpu_power_management`` is on, under guests
+        that still run on the host.
+        """
+        server = self._boot()
+        self._fail_source()
+        server, migration, block = self._interrupt_evacuation(
+            server, 'wait_for_boot')
+        self._end_held_spawn(block)
+        init_host = []
+        real = fake_libvirt.FakeLibvirtDriver.init_host
+
+        def spy(driver, host):
+            init_host.append(host)
+            return real(driver, host)
+
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_evac_cleanup.testing.fake_libvirt.FakeLibvirtDriver.'
+            'init_host', spy))
+        code, report = self._audit(delete=True)
+        self.assertEqual(4, code, report)
+        self.assertEqual([], init_host)
+        self._force_down(DEST, False)
+        self.assert_ended(server, migration)
 
     def test_evacuation_elsewhere_then_old_record_only_reported(self):
         """The operator evacuated the server on to compute2 meanwhile.

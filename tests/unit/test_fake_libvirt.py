@@ -22,6 +22,7 @@ import fixtures
 from nova.compute import power_state
 from nova import context as nova_context
 from nova import exception
+from nova import objects
 from nova import test
 from nova.tests.unit import fake_instance
 from nova.virt import driver
@@ -46,8 +47,13 @@ class _Base(test.NoDBTestCase):
             fake_libvirt.FakeLibvirtFixture(storage=self.storage))
         self.world = self.fixture.world
         self.context = nova_context.get_admin_context()
-        self.instance = fake_instance.fake_instance_obj(self.context)
+        self.instance = fake_instance.fake_instance_obj(
+            self.context, expected_attrs=['system_metadata'])
         self.uuid = self.instance.uuid
+        # libvirt's cleanup records a removed instance directory on the
+        # instance and saves it.
+        self.mock_save = self.useFixture(fixtures.MockPatchObject(
+            objects.Instance, 'save')).mock
         self.drv0 = self._driver('compute0')
         self.drv1 = self._driver('compute1')
 
@@ -187,6 +193,10 @@ class _StorageTests(object):
         self.assertIsNone(self.world.domain_state('compute0', self.uuid))
         self.assertFalse(os.path.exists(
             self.world.disk_path('compute0', self.uuid)))
+        # Recorded on the instance and saved, like libvirt's cleanup.
+        self.assertEqual('1', self.instance.system_metadata['clean_attempts'])
+        self.assertTrue(self.instance.cleaned)
+        self.mock_save.assert_called_once_with()
 
     def test_destroy_keep_disks(self):
         self._spawn(self.drv0)

@@ -175,10 +175,18 @@ class TestSpawnFailure(test.NoDBTestCase):
             return error.__traceback__
         self.fail('nova\'s _rebuild_default_impl did not raise')
 
+    @property
+    def code(self):
+        return spawn_failure._rebuild_default_impl()[0]
+
+    @property
+    def spawn_call(self):
+        return spawn_failure._rebuild_default_impl()[1]
+
     def _lasti(self, tb):
         """The offset at which the exception left nova's frame."""
         while tb is not None:
-            if tb.tb_frame.f_code is spawn_failure._REBUILD_DEFAULT_IMPL:
+            if tb.tb_frame.f_code is self.code:
                 return tb.tb_lasti
             tb = tb.tb_next
         self.fail('no frame of nova\'s _rebuild_default_impl')
@@ -189,7 +197,7 @@ class TestSpawnFailure(test.NoDBTestCase):
 
         tb = self._rebuild_traceback(fail)
 
-        self.assertIn(self._lasti(tb), spawn_failure._SPAWN_CALL)
+        self.assertIn(self._lasti(tb), self.spawn_call)
         self.assertTrue(spawn_failure.raised_by_spawn(tb))
 
     def test_errors_around_spawn_are_not(self):
@@ -212,19 +220,31 @@ class TestSpawnFailure(test.NoDBTestCase):
 
         for name in ('detach', 'attach', 'save', 'enter', 'exit'):
             tb = self._rebuild_traceback(raising(name))
-            self.assertNotIn(self._lasti(tb), spawn_failure._SPAWN_CALL,
+            self.assertNotIn(self._lasti(tb), self.spawn_call,
                              name)
             self.assertFalse(spawn_failure.raised_by_spawn(tb), name)
         tb = self._rebuild_traceback(raising('destroy'), evacuate=False)
-        self.assertNotIn(self._lasti(tb), spawn_failure._SPAWN_CALL)
+        self.assertNotIn(self._lasti(tb), self.spawn_call)
         self.assertFalse(spawn_failure.raised_by_spawn(tb))
 
-    def test_nova_without_spawn_call_is_refused(self):
+    def test_nova_without_spawn_call(self):
+        """A nova that no longer calls spawn there: the cleanup never runs.
+
+        Issue 19, item 11: nova-compute still starts, as nova's own.
+        """
         def rebuild(self):
             self.driver.destroy()
 
-        self.assertRaises(RuntimeError, spawn_failure._spawn_call_offsets,
-                          rebuild.__code__)
+        def fail(manager, instance, detach, attach):
+            manager.driver.spawn.side_effect = NotSpawn('spawn')
+
+        self.assertIsNone(spawn_failure._spawn_call_offsets(rebuild.__code__))
+        tb = self._rebuild_traceback(fail)
+        with mock.patch.object(spawn_failure, '_rebuild_default_impl',
+                               return_value=(rebuild.__code__, None)):
+            self.assertIn('no longer calls driver.spawn',
+                          spawn_failure.problem())
+            self.assertFalse(spawn_failure.raised_by_spawn(tb))
 
     def test_not_from_rebuild(self):
         try:

@@ -12,8 +12,9 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""The journal, the ownership marker and the host lock."""
+"""The journal, the host lock and the nova releases supported."""
 
+import json
 import os
 from unittest import mock
 
@@ -38,8 +39,8 @@ class JournalTestCase(test.NoDBTestCase):
         conf.register_opts(nova.conf.CONF)
         self.instances = self.useFixture(fixtures.TempDir()).path
         self.flags(instances_path=self.instances)
-        self.flags(journal_path=self.useFixture(fixtures.TempDir()).path,
-                   group='evacuate_cleanup')
+        self.journal = self.useFixture(fixtures.TempDir()).path
+        self.flags(journal_path=self.journal, group='evacuate_cleanup')
         self.instance = objects.Instance(uuid=uuids.instance)
         self.path = os.path.join(self.instances, uuids.instance)
 
@@ -52,151 +53,60 @@ class TestEntries(JournalTestCase):
     def test_round_trip(self):
         self.assertEqual([], journal.entries(HOST))
         entry = self.entry()
+        entry.ending = {'task_state': 'rebuild_spawning', 'done': ['x']}
         journal.write(entry)
         [read] = journal.entries(HOST)
         self.assertEqual(entry.as_dict(), read.as_dict())
         # Per host: another host's journal is not this one's.
         self.assertEqual([], journal.entries('compute2'))
+        self.assertEqual([read.as_dict()], [
+            e.as_dict() for e in journal.entries_of(HOST, uuids.instance)])
+        self.assertEqual([], journal.entries_of(HOST, uuids.other))
         journal.remove(entry)
         self.assertEqual([], journal.entries(HOST))
         journal.remove(entry)
 
-    def test_unreadable_entry_proves_nothing(self):
+    def test_anything_else_is_skipped(self):
+        """Issue 19, item 9: one bad file does not stop the others."""
         journal.write(self.entry())
-        directory = os.path.dirname(journal._path(HOST, uuids.migration))
-        with open(os.path.join(directory, 'broken.json'), 'w') as f:
-            f.write('{not json')
+        directory = os.path.join(self.journal, HOST)
+        bad = {'list.json': '[1, 2]', 'empty.json': '',
+               'truncated.json': '{"host": "compute1", "inst',
+               'number.json': '7', 'fields.json': '{"host": "compute1"}',
+               'claim.json': json.dumps(dict(
+                   self.entry(migration=uuids.claim).as_dict(), claim=3)),
+               'ending.json': json.dumps(dict(
+                   self.entry(migration=uuids.ending).as_dict(),
+                   ending={'done': 'x'}))}
+        for name, text in bad.items():
+            with open(os.path.join(directory, name), 'w') as stream:
+                stream.write(text)
+        os.mkdir(os.path.join(directory, 'directory.json'))
+        # Another host's entry, or one under another name.
+        other = journal.Entry('compute2', uuids.instance, uuids.other, 2)
+        with open(os.path.join(directory, uuids.other + '.json'),
+                  'w') as stream:
+            json.dump(other.as_dict(), stream)
+        with open(os.path.join(directory, 'renamed.json'), 'w') as stream:
+            json.dump(self.entry(migration=uuids.renamed).as_dict(), stream)
         self.assertEqual([uuids.migration],
                          [e.migration_uuid for e in journal.entries(HOST)])
 
-
-class TestOwnership(JournalTestCase):
-
-    def test_claimed_directory_is_owned(self):
+    def test_writes_are_durable(self):
+        """The file and its directory are fsynced, as is a removal."""
         entry = self.entry()
-        self.assertTrue(journal.claim_directory(entry, self.instance))
-        self.assertTrue(entry.created_dir)
-        self.assertEqual(self.path, entry.dir_path)
-        # The entry on disk says so too.
-        [read] = journal.entries(HOST)
-        self.assertTrue(read.created_dir)
-        self.assertEqual((True, None),
-                         journal.owns_directory(read, self.instance))
+        with mock.patch('os.fsync', wraps=os.fsync) as fsync:
+            journal.write(entry)
+            self.assertEqual(2, fsync.call_count)
+            journal.remove(entry)
+            self.assertEqual(3, fsync.call_count)
+        self.assertEqual([], os.listdir(os.path.join(self.journal, HOST)))
 
-    def test_existing_directory_is_not_claimed(self):
-        os.makedirs(self.path)
-        entry = self.entry()
-        self.assertFalse(journal.claim_directory(entry, self.instance))
-        self.assertEqual([], os.listdir(self.path))
-        owns, why = journal.owns_directory(entry, self.instance)
-        self.assertFalse(owns)
-        self.assertIn('existed before', why)
-
-    def test_shared_or_unknown_never_owned(self):
-        for shared in (True, None):
-            entry = self.entry(shared=shared)
-            entry.created_dir = True
-            entry.dir_path = self.path
-            self.assertFalse(journal.owns_directory(entry, self.instance)[0])
-
-    def test_marker_gone_or_another(self):
-        """Scenario 3: the path now shows another directory."""
-        entry = self.entry()
-        journal.claim_directory(entry, self.instance)
-        os.rename(self.path, self.path + '.away')
-        os.makedirs(self.path)
-        owns, why = journal.owns_directory(entry, self.instance)
-        self.assertFalse(owns)
-        self.assertIn('no ownership marker', why)
-        other = self.entry(migration=uuids.other)
-        other.created_dir, other.dir_path = True, self.path
-        os.rmdir(self.path)
-        os.rename(self.path + '.away', self.path)
-        owns, why = journal.owns_directory(other, self.instance)
-        self.assertFalse(owns)
-        self.assertIn('names %s' % uuids.migration, why)
-
-    def test_another_filesystem(self):
-        """Scenario 3: a share mounted over the instances path."""
-        entry = self.entry()
-        journal.claim_directory(entry, self.instance)
-        entry.dir_device += 1
-        owns, why = journal.owns_directory(entry, self.instance)
-        self.assertFalse(owns)
-        self.assertIn('another filesystem', why)
-
-    def test_abandon_only_an_empty_directory(self):
-        entry = self.entry()
-        journal.claim_directory(entry, self.instance)
-        with open(os.path.join(self.path, 'disk'), 'w') as f:
-            f.write('x')
-        journal.abandon_directory(entry)
-        self.assertEqual(sorted(['disk', journal.MARKER]),
-                         sorted(os.listdir(self.path)))
-        os.unlink(os.path.join(self.path, 'disk'))
-        journal.abandon_directory(entry)
-        self.assertFalse(os.path.exists(self.path))
-
-    def test_release_keeps_the_directory(self):
-        entry = self.entry()
-        journal.claim_directory(entry, self.instance)
-        journal.release_directory(entry)
-        self.assertEqual([], os.listdir(self.path))
-
-    def test_contents_without_a_walk(self):
-        os.makedirs(os.path.join(self.path, 'sub'))
-        with open(os.path.join(self.path, 'disk'), 'w') as f:
-            f.write('12345')
-        contents = journal.directory_contents(self.path)
-        self.assertEqual(5, contents['disk'])
-        self.assertEqual({'disk', 'sub'}, set(contents))
-        self.assertEqual({}, journal.directory_contents(self.path + 'x'))
-
-
-class TestSharedDirectoryNote(JournalTestCase):
-    """What the audit reads to tell the instance's files from leftovers."""
-
-    def test_noted_only_for_shared_storage(self):
-        os.mkdir(self.path)
-        for shared in (False, None):
-            journal.note_shared_directory(self.entry(shared), self.instance)
-            self.assertFalse(journal.shares_directory(
-                HOST, uuids.migration, self.instance))
-        journal.note_shared_directory(self.entry(True), self.instance)
-        self.assertTrue(journal.shares_directory(
-            HOST, uuids.migration, self.instance))
-        # Per migration, and not an entry of the journal.
-        self.assertFalse(journal.shares_directory(
-            HOST, uuids.other_migration, self.instance))
-        self.assertEqual([], journal.entries(HOST))
-        journal.forget_shared_directory(HOST, uuids.migration)
-        self.assertFalse(journal.shares_directory(
-            HOST, uuids.migration, self.instance))
-        journal.forget_shared_directory(HOST, uuids.migration)
-
-    def test_another_directory_or_filesystem_is_not_covered(self):
-        os.mkdir(self.path)
-        journal.note_shared_directory(self.entry(True), self.instance)
-        real_stat = os.stat
-
-        def stat(path, *args, **kwargs):
-            result = real_stat(path, *args, **kwargs)
-            if path == self.path:
-                return mock.Mock(st_dev=result.st_dev + 1)
-            return result
-
-        with mock.patch('os.stat', side_effect=stat):
-            self.assertFalse(journal.shares_directory(
-                HOST, uuids.migration, self.instance))
-        self.flags(instances_path=os.path.join(self.instances, 'moved'))
-        os.makedirs(os.path.join(self.instances, 'moved', uuids.instance))
-        self.assertFalse(journal.shares_directory(
-            HOST, uuids.migration, self.instance))
-
-    def test_no_directory_no_note(self):
-        journal.note_shared_directory(self.entry(True), self.instance)
-        self.assertFalse(journal.shares_directory(
-            HOST, uuids.migration, self.instance))
+    def test_ensure_writable(self):
+        journal.ensure_writable(HOST)
+        self.assertTrue(os.path.isdir(os.path.join(self.journal, HOST)))
+        with mock.patch('os.access', return_value=False):
+            self.assertRaises(OSError, journal.ensure_writable, HOST)
 
 
 class TestHostLock(test.NoDBTestCase):
@@ -221,7 +131,8 @@ class TestHostLock(test.NoDBTestCase):
                         return_value=False):
             error = self.assertRaises(host_lock.HostLockHeld,
                                       host_lock.acquire, HOST)
-        self.assertIn('nova-compute is running', str(error))
+        self.assertIn('nova-compute or nova-evac-cleanup audit --delete is '
+                      'running', str(error))
         self.assertFalse(host_lock.held(HOST))
 
     def test_no_lock_path(self):
@@ -230,14 +141,33 @@ class TestHostLock(test.NoDBTestCase):
                                   host_lock.acquire, HOST)
         self.assertIn('lock_path', str(error))
 
+    def test_bounded_wait(self):
+        """Issue 19, item 11: a hung audit is waited for a while only."""
+        with mock.patch('fasteners.InterProcessLock.acquire',
+                        return_value=False) as acquire:
+            self.assertRaises(host_lock.HostLockHeld, host_lock.acquire,
+                              HOST, timeout=5)
+        acquire.assert_called_once_with(blocking=True, timeout=5)
+        self.assertFalse(host_lock.held(HOST))
+
+    def test_unwritable_lock_path(self):
+        """Issue 19, item 11: a lock that cannot be made is refused."""
+        self.flags(lock_path='/proc/nova-evac-cleanup',
+                   group='oslo_concurrency')
+        self.assertRaises(host_lock.HostLockHeld, host_lock.acquire, HOST)
+        self.assertFalse(host_lock.held(HOST))
+        host_lock.acquire_when_free(HOST)
+        self.assertFalse(host_lock.held(HOST))
+
 
 class TestNovaSupport(test.NoDBTestCase):
 
     def test_installed_nova_matches(self):
         self.assertEqual([], nova_support.mismatches())
-        nova_support.check()
+        self.assertEqual([], nova_support.problems())
+        self.assertFalse(nova_support.nova_has_the_fix())
 
-    def test_changed_signature_refused(self):
+    def test_changed_signature(self):
         class Drifted(object):
             def init_host(self, service_ref):
                 pass
@@ -248,21 +178,24 @@ class TestNovaSupport(test.NoDBTestCase):
             def _do_rebuild_instance(self, context, instance):
                 pass
 
+            def _rebuild_default_impl(self, context, instance):
+                pass
+
         problems = nova_support.mismatches(Drifted)
-        self.assertEqual(['_do_rebuild_instance', '_rebuild_default_impl',
-                          'rebuild_instance'],
+        self.assertEqual(['_do_rebuild_instance',
+                          '_error_out_instance_on_exception',
+                          '_rebuild_default_impl', 'rebuild_instance'],
                          [name for name, _expected, _found in problems])
-        error = self.assertRaises(nova_support.UnsupportedNova,
-                                  nova_support.check, Drifted)
-        self.assertIn('no such method', str(error))
-        self.assertIn('(self, context, instance) found', str(error))
-        self.assertIn(nova_support.SUPPORTED, str(error))
+        text = '; '.join(nova_support.problems(Drifted))
+        self.assertIn('no such method', text)
+        self.assertIn('(self, context, instance) found', text)
 
-    def test_manager_refuses_a_drifted_nova(self):
-        from nova_evac_cleanup import manager
+    def test_patched_nova(self):
+        class Patched(object):
+            def _rebuild_default_impl(self, context, instance,
+                                      on_shared_storage=None):
+                pass
 
-        with mock.patch.object(nova_support, 'OVERRIDDEN',
-                               dict(nova_support.OVERRIDDEN,
-                                    init_host=('self',))):
-            self.assertRaises(nova_support.UnsupportedNova,
-                              manager.ComputeManager)
+        self.assertTrue(nova_support.nova_has_the_fix(Patched))
+        self.assertIn('patch series is applied',
+                      nova_support.problems(Patched)[0])

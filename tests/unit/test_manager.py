@@ -19,7 +19,8 @@ They drive nova's real ``_do_rebuild_instance`` and ``_rebuild_default_impl``
 the style of nova's ``test_compute_mgr.py`` rebuild tests.
 """
 
-import inspect
+import errno
+import os
 import threading
 import traceback
 from unittest import mock
@@ -34,7 +35,10 @@ from nova import objects
 from nova import test
 from nova.tests.unit import fake_instance
 from oslo_utils.fixture import uuidsentinel as uuids
+from oslo_utils import uuidutils
 
+from nova_evac_cleanup import journal
+from nova_evac_cleanup import leftovers
 from nova_evac_cleanup import manager
 from nova_evac_cleanup import nova_support
 
@@ -54,7 +58,8 @@ class RebuildTestCase(test.NoDBTestCase):
         super().setUp()
         # Where an evacuation journals itself and creates the instance
         # directory it marks as its own.
-        self.flags(instances_path=self.useFixture(fixtures.TempDir()).path)
+        self.instances = self.useFixture(fixtures.TempDir()).path
+        self.flags(instances_path=self.instances)
         self.flags(journal_path=self.useFixture(fixtures.TempDir()).path,
                    group='evacuate_cleanup')
         self.compute = manager.ComputeManager()
@@ -106,7 +111,8 @@ class RebuildTestCase(test.NoDBTestCase):
         self.mock_destroy = patch(test.fixtures.MockPatchObject(
             self.driver, 'destroy', side_effect=self._record_destroy)).mock
         self.spawn_numa = []
-        self.destroy_numa = []
+        self.destroyed = []
+        self.migrations = {}
         # What the evacuation moved here is put back after a destroy
         # (tests/unit/test_unwind.py).
         self.mock_unwind = patch(test.fixtures.MockPatch(
@@ -138,8 +144,8 @@ class RebuildTestCase(test.NoDBTestCase):
     def _record_spawn(self, *args, **kwargs):
         self.spawn_numa.append(self.instance.numa_topology)
 
-    def _record_destroy(self, *args, **kwargs):
-        self.destroy_numa.append(self.instance.numa_topology)
+    def _record_destroy(self, context, instance, *args, **kwargs):
+        self.destroyed.append(instance)
 
     def _rebuild(self, evacuate=True, on_shared_storage=None,
                  instance=None):
@@ -149,9 +155,17 @@ class RebuildTestCase(test.NoDBTestCase):
             injected_files=[], new_pass=None, orig_sys_metadata={},
             bdms=objects.BlockDeviceMappingList(), evacuate=evacuate,
             on_shared_storage=on_shared_storage, preserve_ephemeral=False,
-            migration=objects.Migration(), request_spec=None,
+            migration=self._migration(instance), request_spec=None,
             allocations={}, request_group_resource_providers_mapping=None,
             accel_uuids=[], reimage_boot_volume=False, target_state=None)
+
+    def _migration(self, instance):
+        """The evacuation's migration record, one per instance."""
+        if instance.uuid not in self.migrations:
+            self.migrations[instance.uuid] = objects.Migration(
+                id=len(self.migrations) + 1,
+                uuid=uuidutils.generate_uuid(), status='pre-migrating')
+        return self.migrations[instance.uuid]
 
     def _fail_spawn(self):
         error = SpawnFailed('spawn failed')
@@ -160,12 +174,24 @@ class RebuildTestCase(test.NoDBTestCase):
 
     def assert_destroyed(self, destroy_disks):
         self.mock_destroy.assert_called_once_with(
-            self.context, self.instance, self.network_info,
+            self.context, mock.ANY, self.network_info,
             block_device_info=self.new_bdi, destroy_disks=destroy_disks)
-        # The cleanup ran on this host's view of the instance.
-        self.assertEqual(
-            [self.instance.migration_context.new_numa_topology],
-            self.destroy_numa)
+        # The cleanup ran on this host's view of the instance, a copy: the
+        # instance itself keeps its own NUMA topology.
+        [destroyed] = self.destroyed
+        self.assertEqual(self.instance.uuid, destroyed.uuid)
+        self.assertEqual(self.instance.migration_context.new_numa_topology
+                         .obj_to_primitive(),
+                         destroyed.numa_topology.obj_to_primitive())
+        self.assertIsNone(self.instance.numa_topology)
+        # What is left, if anything, is on this host's disk as spawn made
+        # it, and the directory goes only with the disks.
+        self.assertEqual(destroy_disks, self._claimed())
+
+    def _claimed(self):
+        """Whether the evacuation created the instance directory."""
+        [entry] = journal.entries(self.compute.host)
+        return bool(entry.claim and entry.claim.get('inode'))
 
 
 class TestEvacuateSpawnFailure(RebuildTestCase):
@@ -181,10 +207,9 @@ class TestEvacuateSpawnFailure(RebuildTestCase):
         self.assertEqual(self.new_bdi,
                          self.mock_spawn.call_args.kwargs['block_device_info'])
         self.assert_destroyed(destroy_disks=True)
-        # Then the ports and volumes go back to the source.
+        # Then this host's volume connections are released.
         self.mock_unwind.assert_called_once_with(
-            self.compute, self.context, self.instance, 'compute0',
-            network_info=self.network_info)
+            self.compute, self.context, self.instance, 'compute0')
 
     def test_unwind_failure_keeps_the_spawn_error(self):
         error = self._fail_spawn()
@@ -238,15 +263,62 @@ class TestEvacuateSpawnFailure(RebuildTestCase):
 
         self.assert_destroyed(destroy_disks=True)
 
-    def test_unknown_storage_keeps_disks(self):
-        # The driver could not answer for the mixin; nova's own call then
-        # answered. An unknown answer never deletes disks.
-        self.mock_on_disk.side_effect = [OSError('stale NFS handle'), False]
+    def test_one_answer_nova_s(self):
+        """Issue 19, item 1: the mixin asks the driver nothing itself.
+
+        On an NFS hiccup a second question could get another answer than
+        nova's; nova's is the one its rebuild acted on.
+        """
+        self.mock_on_disk.side_effect = [True, False]
+        self._fail_spawn()
+
+        self.assertRaises(SpawnFailed, self._rebuild)
+
+        self.mock_on_disk.assert_called_once_with(self.instance)
+        self.assert_destroyed(destroy_disks=False)
+
+    def test_directory_found_before_spawn_keeps_disks(self):
+        """Issue 19, item 1: nova said not shared, the directory exists.
+
+        A share that was unreachable when nova looked: what is in the
+        directory may be the only copy of the disks.
+        """
+        os.makedirs(os.path.join(self.instances, self.instance.uuid))
         self._fail_spawn()
 
         self.assertRaises(SpawnFailed, self._rebuild)
 
         self.assert_destroyed(destroy_disks=False)
+        [entry] = journal.entries(self.compute.host)
+        self.assertIsNone(entry.shared_storage)
+
+    def test_destroy_saves_the_instance_with_its_own_resources(self):
+        """Issue 19, item 2: libvirt's cleanup saves the instance.
+
+        Inside the mutated migration context that save would write this
+        host's NUMA topology onto an instance that stays on its source.
+        """
+        self._fail_spawn()
+        saved = []
+        self.saving = self.instance
+        self.mock_save.side_effect = lambda *args, **kwargs: saved.append(
+            self.saving.numa_topology)
+
+        def destroy(context, instance, *args, **kwargs):
+            self.destroyed.append(instance)
+            self.saving = instance
+            instance.save()
+            # The driver still sees this host's topology after it saved.
+            saved.append(instance.numa_topology)
+
+        self.mock_destroy.side_effect = destroy
+
+        self.assertRaises(SpawnFailed, self._rebuild)
+
+        self.assertIsNone(saved[-2])
+        self.assertEqual(self.instance.migration_context.new_numa_topology
+                         .obj_to_primitive(), saved[-1].obj_to_primitive())
+        self.assertIsNone(self.instance.numa_topology)
 
     def test_destroy_failure_reraises_spawn_error(self):
         error = self._fail_spawn()
@@ -292,7 +364,8 @@ class TestEvacuateSpawnFailure(RebuildTestCase):
 
         message = mock_log.info.call_args.args[0] % (
             mock_log.info.call_args.args[1:])
-        self.assertIn('kept its disks (on shared storage)', message)
+        self.assertIn('kept its disks', message)
+        self.assertIn('(shared)', message)
 
     def test_concurrent_evacuations_use_their_own_answers(self):
         # Two evacuations on this host at once, one of disks on shared
@@ -334,7 +407,7 @@ class TestEvacuateSpawnFailure(RebuildTestCase):
         def destroy(context, instance, network_info, block_device_info,
                     destroy_disks):
             destroyed[instance.uuid] = destroy_disks
-            if instance is first:
+            if instance.uuid == first.uuid:
                 first_cleaned.set()
 
         self.compute.network_api.get_instance_nw_info.side_effect = (
@@ -370,7 +443,9 @@ class TestEvacuateSpawnFailure(RebuildTestCase):
         # ... and was cleaned up once, its disks kept only if shared.
         self.assertEqual(2, self.mock_destroy.call_count)
         self.assertEqual({first.uuid: False, second.uuid: True}, destroyed)
-        self.assertEqual({}, self.compute._evacuations)
+        self.assertEqual(shared, {
+            entry.instance_uuid: entry.shared_storage
+            for entry in journal.entries(self.compute.host)})
 
 
 class TestEvacuateFailureAfterSpawn(RebuildTestCase):
@@ -560,13 +635,13 @@ class TestNoCleanup(RebuildTestCase):
 class TestSuccessCost(RebuildTestCase):
     """What the fix costs an operation that succeeds."""
 
-    def test_evacuate_costs_one_instance_on_disk(self):
+    def test_evacuate_costs_no_driver_call(self):
         self._rebuild()
 
         self.mock_spawn.assert_called_once()
         self.mock_destroy.assert_not_called()
-        # nova calls instance_on_disk once; the mixin once more, before.
-        self.assertEqual(2, self.mock_on_disk.call_count)
+        # nova calls instance_on_disk once; the mixin reads its answer.
+        self.assertEqual(1, self.mock_on_disk.call_count)
         self.assertEqual(1, self.mock_exists.call_count)
         self.assertEqual(
             [self.instance.migration_context.new_numa_topology],
@@ -590,8 +665,10 @@ class TestSuccessCost(RebuildTestCase):
 class TestOverriddenSignatures(test.NoDBTestCase):
     """Fail when nova changes a method the mixin overrides.
 
-    The mixin calls nova's methods with the arguments it was written for; a
-    nova release that renames, adds or reorders them must be reviewed.
+    The mixin relies on the arguments nova's methods were written with; a
+    nova release that renames, adds or reorders them must be reviewed. At
+    run time such a nova gets nova's own behaviour, never a refusal to
+    start.
     """
 
     def test_every_override_is_checked_at_start_up(self):
@@ -601,33 +678,131 @@ class TestOverriddenSignatures(test.NoDBTestCase):
             if callable(value) and hasattr(nova_manager.ComputeManager, name)
         } - {'__init__'}
         self.assertEqual(sorted(nova_support.OVERRIDDEN), sorted(overridden))
-        for name in overridden:
-            ours = tuple(inspect.signature(
-                getattr(manager.EvacuateCleanupMixin, name)).parameters)
-            if ours[-2:] == ('args', 'kwargs'):
-                # Passes everything through.
-                continue
-            self.assertEqual(nova_support.OVERRIDDEN[name], ours, name)
+        self.assertEqual([], nova_support.mismatches())
 
-    def test_refuses_patched_nova(self):
+    def _manager_on(self, name, replacement):
+        """A manager built on a nova whose ``name`` is ``replacement``."""
+        with mock.patch.object(nova_manager.ComputeManager, name,
+                               replacement), \
+                mock.patch.object(manager, 'LOG') as log:
+            compute = manager.ComputeManager()
+        return compute, log
+
+    def assert_runs_as_nova(self, compute, log, text):
+        """Issue 19, item 11: one ERROR naming it, and nova's behaviour."""
+        log.error.assert_called_once()
+        message = log.error.call_args.args[0] % log.error.call_args.args[1:]
+        self.assertIn(text, message)
+        self.assertFalse(compute._cleanup_runs)
+        with mock.patch.object(nova_manager.ComputeManager,
+                               'init_host') as init_host, \
+                mock.patch('nova_evac_cleanup.recovery.sweep') as sweep, \
+                mock.patch('nova_evac_cleanup.host_lock.acquire') as lock:
+            compute.init_host(mock.sentinel.service_ref)
+        init_host.assert_called_once_with(mock.sentinel.service_ref)
+        sweep.assert_not_called()
+        lock.assert_not_called()
+
+    def test_patched_nova_runs_as_nova(self):
         # With the patch series nova passes on_shared_storage to
-        # _rebuild_default_impl: the mixin must not start on such a nova.
+        # _rebuild_default_impl: the mixin passes it through, and cleans
+        # nothing up itself.
+        calls = []
+
         def patched(self, context, instance, image_meta, injected_files,
                     admin_password, allocations, bdms, detach_block_devices,
                     attach_block_devices, network_info=None, evacuate=False,
                     block_device_info=None, preserve_ephemeral=False,
                     accel_uuids=None, reimage_boot_volume=False,
                     on_shared_storage=None):
-            pass
+            calls.append(on_shared_storage)
 
-        self.assertFalse(manager.nova_has_the_fix())
+        compute, log = self._manager_on('_rebuild_default_impl', patched)
+        self.assert_runs_as_nova(compute, log, 'patch series is applied')
         with mock.patch.object(nova_manager.ComputeManager,
                                '_rebuild_default_impl', patched):
-            self.assertTrue(manager.nova_has_the_fix())
-            self.assertRaises(RuntimeError, manager.ComputeManager)
+            compute._rebuild_default_impl(
+                context=None, instance=mock.sentinel.instance,
+                image_meta=None, injected_files=[], admin_password=None,
+                allocations={}, bdms=[], detach_block_devices=None,
+                attach_block_devices=None, evacuate=True,
+                on_shared_storage=False)
+        self.assertEqual([False], calls)
+
+    def test_drifted_nova_runs_as_nova(self):
+        """A nova update added an argument to an overridden method."""
+        def drifted(self, context, instance, orig_image_ref, image_meta,
+                    injected_files, new_pass, orig_sys_metadata, bdms,
+                    evacuate, on_shared_storage, preserve_ephemeral,
+                    migration, request_spec, allocations,
+                    request_group_resource_providers_mapping, accel_uuids,
+                    reimage_boot_volume, target_state, something_new=None):
+            pass
+
+        compute, log = self._manager_on('_do_rebuild_instance', drifted)
+        self.assert_runs_as_nova(compute, log, '_do_rebuild_instance')
 
     def test_mro(self):
         self.assertEqual(
             (manager.ComputeManager, manager.EvacuateCleanupMixin,
              nova_manager.ComputeManager),
             manager.ComputeManager.__mro__[:3])
+
+
+class TestEndEvacuation(RebuildTestCase):
+    """What is left once nova's rebuild code returned or raised."""
+
+    def test_unreadable_share_keeps_the_entry(self):
+        """Issue 19, item 10: ESTALE on the share never raises.
+
+        The spawn error stays the one nova records; the journal entry is
+        kept, which keeps everything.
+        """
+        self.mock_on_disk.return_value = True
+        self._fail_spawn()
+        self.assertRaises(SpawnFailed, self._rebuild)
+        evacuation = manager._Evacuation(
+            journal.entries(self.compute.host)[0], None)
+        real_scandir = os.scandir
+
+        def scandir(path):
+            if str(path).startswith(self.instances):
+                raise OSError(errno.ESTALE, 'Stale file handle')
+            return real_scandir(path)
+
+        with mock.patch('os.scandir', side_effect=scandir):
+            self.compute._end_evacuation(self.context, self.instance,
+                                         evacuation)
+        [entry] = journal.entries(self.compute.host)
+        self.assertIsNone(entry.kept)
+
+    def test_kept_leftover_recorded(self):
+        self.mock_destroy.side_effect = DestroyFailed('destroy failed')
+        self._fail_spawn()
+        self.assertRaises(SpawnFailed, self._rebuild)
+        self.mock_exists.return_value = True
+        evacuation = manager._Evacuation(
+            journal.entries(self.compute.host)[0], None)
+        with mock.patch.object(self.driver, 'get_info',
+                               return_value=mock.Mock(state=1)):
+            self.compute._end_evacuation(self.context, self.instance,
+                                         evacuation)
+            [entry] = journal.entries(self.compute.host)
+            self.assertIn('could not be destroyed', entry.kept)
+            # The next evacuation of the instance here is refused.
+            self.assertRaises(leftovers.EvacuationLeftoverKept,
+                              self._rebuild)
+        self.assertEqual(1, self.mock_spawn.call_count)
+
+    def test_nothing_left_forgets_the_entry(self):
+        self._fail_spawn()
+        self.assertRaises(SpawnFailed, self._rebuild)
+        evacuation = manager._Evacuation(
+            journal.entries(self.compute.host)[0], None)
+        # The fake driver here removed nothing: remove what spawn made.
+        path = os.path.join(self.instances, self.instance.uuid)
+        for name in os.listdir(path):
+            os.unlink(os.path.join(path, name))
+        self.compute._end_evacuation(self.context, self.instance, evacuation)
+        self.assertEqual([], journal.entries(self.compute.host))
+        self.assertFalse(os.path.exists(path))

@@ -17,12 +17,13 @@
 from unittest import mock
 
 from nova.compute import task_states
-from nova import exception
 from nova import objects
 from nova import test
 from oslo_utils.fixture import uuidsentinel as uuids
 
 from nova_evac_cleanup.cmd import audit as audit_cmd
+from nova_evac_cleanup import findings
+from nova_evac_cleanup import journal
 from nova_evac_cleanup import recovery
 
 HOST = 'compute1'
@@ -39,7 +40,9 @@ def _instance(task_state=task_states.REBUILD_SPAWNING, migration_id=1,
               host='compute0'):
     instance = objects.Instance(uuid=uuids.instance, host=host,
                                 vm_state='active', task_state=task_state,
-                                deleted=False)
+                                deleted=False, numa_topology=None,
+                                pci_requests=None, pci_devices=None,
+                                resources=None)
     instance.migration_context = (
         None if migration_id is None else
         objects.MigrationContext(migration_id=migration_id))
@@ -49,14 +52,14 @@ def _instance(task_state=task_states.REBUILD_SPAWNING, migration_id=1,
 class TestClassify(test.NoDBTestCase):
     """Only a state that still names the evacuation is acted on."""
 
-    def classify(self, instance, ours, *others):
+    def classify(self, instance, ours, *others, entry=None):
         moves = sorted((ours,) + others, key=lambda m: m.id, reverse=True)
-        return recovery.classify(HOST, instance, ours, moves)[0]
+        return findings.classify(HOST, instance, ours, moves, entry)[0]
 
     def test_interrupted(self):
         for status in ('pre-migrating', 'completed'):
             for task_state in task_states.rebuild_states:
-                self.assertEqual(recovery.INTERRUPTED, self.classify(
+                self.assertEqual(findings.INTERRUPTED, self.classify(
                     _instance(task_state=task_state),
                     _migration(1, status)))
 
@@ -64,22 +67,60 @@ class TestClassify(test.NoDBTestCase):
         """Scenario 4's operator: any other task state is reported."""
         for task_state in (None, task_states.MIGRATING,
                            task_states.REBOOTING_HARD):
-            self.assertEqual(recovery.RESET, self.classify(
+            self.assertEqual(findings.RESET, self.classify(
                 _instance(task_state=task_state),
                 _migration(1, 'pre-migrating')))
 
     def test_migration_context_names_another(self):
-        for migration_id in (None, 2):
-            self.assertEqual(recovery.NOT_CLAIMED, self.classify(
-                _instance(migration_id=migration_id),
-                _migration(1, 'pre-migrating')))
+        self.assertEqual(findings.NOT_CLAIMED, self.classify(
+            _instance(migration_id=2), _migration(1, 'pre-migrating')))
+
+    def test_migration_context_dropped_by_nova(self):
+        """nova's handler aborts the claim before it fails the migration."""
+        for status in ('pre-migrating', 'failed'):
+            self.assertEqual(findings.INTERRUPTED, self.classify(
+                _instance(migration_id=None), _migration(1, status)))
+
+    def test_handler_cut_after_failing_the_migration(self):
+        """Issue 19, item 5: nova's handler died before it released it."""
+        self.assertEqual(findings.INTERRUPTED, self.classify(
+            _instance(), _migration(1, 'failed')))
+
+    def test_own_ending_is_recognised(self):
+        """Issue 19, item 5: this host's half-done ending is its own.
+
+        Whatever the migration says (this host set it to failed), while the
+        instance is in the task state this host held, it is finished;
+        once released, only the entry is left; anything else is someone
+        else's doing.
+        """
+        entry = journal.Entry(HOST, uuids.instance, uuids.migration, 1,
+                              ending={'task_state': 'rebuild_spawning',
+                                      'done': ['migration', 'destroy']})
+        for status in ('failed', 'completed'):
+            self.assertEqual(findings.INTERRUPTED, self.classify(
+                _instance(), _migration(1, status), entry=entry))
+        self.assertEqual(findings.RESET, self.classify(
+            _instance(task_state=None), _migration(1, 'failed'),
+            entry=entry))
+        entry.ending['releasing'] = True
+        self.assertEqual(findings.ENDED, self.classify(
+            _instance(task_state=None), _migration(1, 'failed'),
+            entry=entry))
+        self.assertEqual(findings.RESET, self.classify(
+            _instance(task_state=task_states.REBUILDING),
+            _migration(1, 'failed'), entry=entry))
+        # A newer move still wins.
+        self.assertEqual(findings.MOVED_ON, self.classify(
+            _instance(), _migration(1, 'failed'),
+            _migration(2, 'done', uuids.newer), entry=entry))
 
     def test_never_claimed(self):
-        self.assertEqual(recovery.NOT_CLAIMED, self.classify(
+        self.assertEqual(findings.NOT_CLAIMED, self.classify(
             _instance(), _migration(1, 'accepted')))
 
     def test_failed(self):
-        self.assertEqual(recovery.FAILED, self.classify(
+        self.assertEqual(findings.FAILED, self.classify(
             _instance(task_state=None), _migration(1, 'failed')))
 
     def test_newer_move_of_any_type(self):
@@ -89,7 +130,7 @@ class TestClassify(test.NoDBTestCase):
                               ('live-migration', 'completed'),
                               ('evacuation', 'done')):
             newer = _migration(2, status, uuids.newer, type_)
-            self.assertEqual(recovery.MOVED_ON, self.classify(
+            self.assertEqual(findings.MOVED_ON, self.classify(
                 _instance(), _migration(1, 'completed'), newer))
 
     def test_other_operation_in_progress(self):
@@ -99,41 +140,46 @@ class TestClassify(test.NoDBTestCase):
                               ('live-migration', 'running'),
                               ('evacuation', 'accepted')):
             other = _migration(2, status, uuids.other, type_)
-            self.assertEqual(recovery.IN_PROGRESS, self.classify(
+            self.assertEqual(findings.IN_PROGRESS, self.classify(
                 _instance(), _migration(1, 'pre-migrating'), other))
             # Even if it is older than ours.
             older = _migration(0, status, uuids.other, type_)
-            self.assertEqual(recovery.IN_PROGRESS, self.classify(
+            self.assertEqual(findings.IN_PROGRESS, self.classify(
                 _instance(), _migration(1, 'pre-migrating'), older))
 
     def test_lives_here_or_deleted(self):
-        self.assertEqual(recovery.LIVES_HERE, self.classify(
+        self.assertEqual(findings.LIVES_HERE, self.classify(
             _instance(host=HOST), _migration(1, 'pre-migrating')))
         deleted = _instance()
         deleted.deleted = True
-        self.assertEqual(recovery.DELETED, self.classify(
+        self.assertEqual(findings.DELETED, self.classify(
             deleted, _migration(1, 'pre-migrating')))
-        self.assertEqual(recovery.DELETED, recovery.classify(
+        self.assertEqual(findings.DELETED, findings.classify(
             HOST, None, _migration(1, 'pre-migrating'), [])[0])
 
     def test_no_evacuation_known(self):
-        self.assertEqual(recovery.FOREIGN_GUEST, recovery.classify(
+        self.assertEqual(findings.FOREIGN_GUEST, findings.classify(
             HOST, _instance(), None, [])[0])
 
 
-class TestRecoverRereads(test.NoDBTestCase):
-    """Scenario 4: the finding is read again and swapped, never trusted."""
+class TestRecover(test.NoDBTestCase):
+    """The finding is read again; the server is released last."""
 
     def setUp(self):
         super().setUp()
         self.manager = mock.Mock(host=HOST)
-        self.finding = recovery.Finding(HOST, uuids.instance,
-                                        entry=mock.Mock())
-        self.finding.kind = recovery.INTERRUPTED
+        self.manager.reportclient.\
+            remove_provider_tree_from_instance_allocation.return_value = True
+        self.entry = journal.Entry(HOST, uuids.instance, uuids.migration, 1,
+                                   shared_storage=True)
+        self.finding = findings.Finding(HOST, uuids.instance,
+                                        entry=self.entry)
+        self.finding.kind = findings.INTERRUPTED
         self.finding.instance = _instance()
         self.useFixture(test.fixtures.MockPatch(
-            'nova_evac_cleanup.recovery._nodes', return_value=[]))
+            'nova_evac_cleanup.findings.nodes', return_value=[uuids.rp]))
         self.fresh = _instance()
+        self.fresh.get_network_info = mock.Mock()
         self.migration = _migration(1, 'pre-migrating')
 
         def load(context, finding):
@@ -141,43 +187,127 @@ class TestRecoverRereads(test.NoDBTestCase):
             finding.migration = self.migration
             finding.moves = [self.migration]
 
+        def describe(manager, context, finding, nodes):
+            finding.kind = findings.classify(
+                HOST, finding.instance, finding.migration, finding.moves,
+                finding.entry)[0]
+            finding.allocation_here = {uuids.rp: {'VCPU': 1}}
+
         self.useFixture(test.fixtures.MockPatch(
-            'nova_evac_cleanup.recovery._load', side_effect=load))
-        self.describe = self.useFixture(test.fixtures.MockPatch(
-            'nova_evac_cleanup.recovery._describe',
-            side_effect=lambda mgr, ctx, finding, nodes: setattr(
-                finding, 'kind', recovery.classify(
-                    HOST, finding.instance, finding.migration,
-                    finding.moves)[0]))).mock
+            'nova_evac_cleanup.findings.load', side_effect=load))
+        self.useFixture(test.fixtures.MockPatch(
+            'nova_evac_cleanup.findings.describe', side_effect=describe))
+        self.writes = []
+        self.useFixture(test.fixtures.MockPatch(
+            'nova_evac_cleanup.journal.write',
+            side_effect=lambda entry: self.writes.append(
+                dict(entry.ending or {}, done=list(
+                    (entry.ending or {}).get('done', []))))))
+        self.end = self.useFixture(test.fixtures.MockPatch(
+            'nova_evac_cleanup.leftovers.end')).mock
+        self.useFixture(test.fixtures.MockPatch(
+            'nova_evac_cleanup.unwind.unwind', return_value=([], [])))
+        self.useFixture(test.fixtures.MockPatch(
+            'nova_evac_cleanup.leftovers.guest', return_value='running'))
+        self.useFixture(test.fixtures.MockPatch(
+            'nova_evac_cleanup.findings.allocations', return_value={}))
+        self.calls = []
+        self.manager.driver.destroy.side_effect = (
+            lambda *args, **kwargs: self.calls.append(
+                ('destroy', self.fresh.task_state)))
+        self.manager.reportclient.\
+            remove_provider_tree_from_instance_allocation.side_effect = (
+                lambda *args: self.calls.append(
+                    ('deallocate', self.fresh.task_state)) or True)
+
+    def recover(self):
+        with mock.patch.object(
+                objects.Instance, 'save',
+                side_effect=lambda **kwargs: self.calls.append(
+                    ('release', kwargs))) as save, \
+                mock.patch.object(
+                    objects.Migration, 'get_by_id',
+                    return_value=self.migration), \
+                mock.patch.object(
+                    objects.Migration, 'save',
+                    side_effect=lambda: self.calls.append(
+                        ('migration', self.fresh.task_state))), \
+                mock.patch('nova.compute.utils.add_instance_fault_from_exc',
+                           side_effect=lambda *args: self.calls.append(
+                               ('fault', self.fresh.task_state))):
+            result = recovery.recover(self.manager, mock.sentinel.ctx,
+                                      self.finding)
+        return result, save
 
     def test_changed_task_state_left_alone(self):
         # Still a rebuild state, but not the one classified: another
         # evacuation began meanwhile.
         self.fresh.task_state = task_states.REBUILDING
-        with mock.patch.object(objects.Instance, 'save') as save:
-            self.assertFalse(recovery.recover(self.manager, mock.sentinel.ctx,
-                                              self.finding))
+        result, save = self.recover()
+        self.assertFalse(result)
         save.assert_not_called()
         self.manager.driver.destroy.assert_not_called()
-        self.assertEqual(recovery.RESET, self.finding.kind)
+        self.assertEqual([], self.writes)
+        self.assertEqual(findings.RESET, self.finding.kind)
 
-    def test_compare_and_swap_first(self):
-        """A failed swap leaves everything as it is."""
-        self.fresh.get_network_info = mock.Mock()
-        with mock.patch.object(
-                objects.Instance, 'save',
-                side_effect=exception.UnexpectedTaskStateError(
-                    instance_uuid=uuids.instance, expected='x',
-                    actual='y')) as save, \
-                mock.patch.object(objects.Migration, 'save') as mig_save:
-            self.assertFalse(recovery.recover(self.manager, mock.sentinel.ctx,
-                                              self.finding))
-        save.assert_called_once_with(
-            expected_task_state=[task_states.REBUILD_SPAWNING])
-        mig_save.assert_not_called()
-        self.manager.driver.destroy.assert_not_called()
+    def test_released_last(self):
+        """Issue 19, item 6: every step runs while the server is held."""
+        result, _save = self.recover()
+        self.assertTrue(result)
+        held = task_states.REBUILD_SPAWNING
+        self.assertEqual([
+            ('migration', held), ('destroy', held), ('deallocate', held),
+            ('fault', held),
+            ('release', {'expected_task_state': [held]})], self.calls)
+        # Write-ahead: the ending is recorded before the first step, then
+        # after each one, and the release is announced before it is made.
+        self.assertEqual([[], ['migration'], ['migration', 'destroy'],
+                          ['migration', 'destroy', 'volumes']],
+                         [w['done'] for w in self.writes[:4]])
+        self.assertEqual(held, self.writes[0]['task_state'])
+        self.assertTrue(self.writes[-1]['releasing'])
+        self.end.assert_called_once_with(self.manager.driver, self.entry,
+                                         self.fresh)
+
+    def test_failed_step_keeps_the_server_held(self):
+        self.manager.driver.destroy.side_effect = ValueError('libvirt')
+        result, save = self.recover()
+        self.assertFalse(result)
+        save.assert_not_called()
+        self.assertEqual(['migration'], self.entry.ending['done'])
         self.manager.reportclient.\
             remove_provider_tree_from_instance_allocation.assert_not_called()
+        self.end.assert_not_called()
+        self.assertEqual(['destroy: libvirt'], self.finding.errors)
+
+    def test_resumes_where_it_stopped(self):
+        """Issue 19, item 5: the next start goes on from the record."""
+        self.migration.status = 'failed'
+        self.entry.ending = {'task_state': task_states.REBUILD_SPAWNING,
+                             'done': ['migration', 'destroy']}
+        result, _save = self.recover()
+        self.assertTrue(result)
+        self.assertEqual(
+            ['deallocate', 'fault', 'release'],
+            [call[0] for call in self.calls])
+
+    def test_released_already(self):
+        """Killed between the release and the removal of the entry."""
+        self.fresh.task_state = None
+        self.fresh.vm_state = 'error'
+        self.finding.instance.task_state = None
+        self.finding.kind = findings.ENDED
+        self.migration.status = 'failed'
+        self.entry.ending = {'task_state': task_states.REBUILD_SPAWNING,
+                             'done': list(dict.fromkeys(
+                                 name for name, _step, _required
+                                 in recovery.STEPS)),
+                             'releasing': True}
+        result, save = self.recover()
+        self.assertTrue(result)
+        self.assertEqual([], self.calls)
+        self.end.assert_called_once_with(self.manager.driver, self.entry,
+                                         self.fresh)
 
 
 class TestAuditReport(test.NoDBTestCase):
@@ -189,7 +319,7 @@ class TestAuditReport(test.NoDBTestCase):
                 'orphaned_allocations': list(orphaned),
                 'missing_allocations': []}
 
-    def finding(self, errors=(), ended=False, kind=recovery.INTERRUPTED,
+    def finding(self, errors=(), ended=False, kind=findings.INTERRUPTED,
                 commands=()):
         return {'instance': uuids.instance, 'kind': kind,
                 'reason': 'this host died while running the evacuation',
@@ -201,6 +331,8 @@ class TestAuditReport(test.NoDBTestCase):
                 'instance_exists': True, 'instance_host': 'compute0',
                 'vm_state': 'active', 'task_state': 'rebuild_spawning',
                 'actions': ['destroy'], 'commands': list(commands),
+                'kept': None, 'refuses_evacuations': False,
+                'files_shared': False,
                 'done': [], 'errors': list(errors), 'ended': ended}
 
     def test_return_codes(self):
@@ -212,7 +344,7 @@ class TestAuditReport(test.NoDBTestCase):
         # Something only reported is still there after --delete.
         self.assertEqual(3, audit_cmd.return_code(self.report(
             [self.finding(ended=True),
-             self.finding(kind=recovery.MOVED_ON)], delete=True)))
+             self.finding(kind=findings.MOVED_ON)], delete=True)))
         self.assertEqual(1, audit_cmd.return_code(
             self.report([self.finding(errors=['x'])], delete=True)))
 

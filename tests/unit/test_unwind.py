@@ -12,21 +12,15 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""Putting back the ports and volumes a failed evacuation moved."""
+"""Releasing the volume connections a failed evacuation made here."""
 
 from unittest import mock
 
-from nova.network import model as network_model
 from nova import objects
 from nova import test
 from oslo_utils.fixture import uuidsentinel as uuids
 
 from nova_evac_cleanup import unwind
-
-
-def _vif(port, allocation=None):
-    profile = {'allocation': allocation} if allocation else {}
-    return network_model.VIF(id=port, profile=profile)
 
 
 class TestUnwind(test.NoDBTestCase):
@@ -48,48 +42,28 @@ class TestUnwind(test.NoDBTestCase):
             objects.BlockDeviceMappingList, 'get_by_instance_uuid',
             return_value=self.bdms))
 
-    def test_volumes_released_ports_rebound(self):
-        network_info = network_model.NetworkInfo([_vif(uuids.port)])
-
+    def test_volumes_released_ports_left_to_nova(self):
+        """Issue 19, item 8: nova's heal on the source rebinds the ports."""
         done, commands = unwind.unwind(self.manager, self.context,
-                                       self.instance, 'compute0',
-                                       network_info=network_info)
+                                       self.instance, 'compute0')
 
         # nova's own release of this host's attachments, volumes only.
         self.manager._terminate_volume_connections.assert_called_once_with(
             self.context, self.instance, [self.bdms[0]])
-        self.manager.network_api.setup_instance_network_on_host.\
-            assert_called_once_with(self.context, self.instance, 'compute0')
-        self.assertEqual(2, len(done), done)
+        self.manager.network_api.assert_not_called()
+        self.assertEqual([], self.manager.network_api.method_calls)
+        self.assertEqual(1, len(done), done)
         # The source alone can connect the volume: said how.
         self.assertIn('nova-manage volume_attachment refresh %s %s '
                       'connector.json' % (uuids.instance, uuids.volume),
                       ' '.join(commands))
         self.assertNotIn('openstack port set', ' '.join(commands))
 
-    def test_port_with_resource_request_only_reported(self):
-        network_info = network_model.NetworkInfo([
-            _vif(uuids.port), _vif(uuids.qos, allocation=uuids.rp)])
-
-        done, commands = unwind.unwind(self.manager, self.context,
-                                       self.instance, 'compute0',
-                                       network_info=network_info)
-
-        self.manager.network_api.setup_instance_network_on_host.\
-            assert_not_called()
-        self.assertIn('openstack port set --host compute0 %s' % uuids.qos,
-                      commands)
-        self.assertIn('openstack port set --host compute0 %s' % uuids.port,
-                      commands)
-
     def test_nothing_moved(self):
         self.bdms.objects = []
 
         done, commands = unwind.unwind(
-            self.manager, self.context, self.instance, 'compute0',
-            network_info=network_model.NetworkInfo())
+            self.manager, self.context, self.instance, 'compute0')
 
         self.assertEqual(([], []), (done, commands))
         self.manager._terminate_volume_connections.assert_not_called()
-        self.manager.network_api.setup_instance_network_on_host.\
-            assert_not_called()

@@ -1,0 +1,435 @@
+# Copyright 2026 nova-evac-cleanup developers
+#
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""What evacuations to this host left, and whether one may be ended.
+
+Reads only: the journal, the database, placement and the hypervisor. The
+start-up sweep and ``nova-evac-cleanup audit`` find the same things here
+(:func:`find`); :mod:`nova_evac_cleanup.recovery` ends what
+:func:`classify` says may be ended, and nothing else.
+
+The rule is *when in doubt, report and keep*. Only an evacuation this host
+journaled (:mod:`nova_evac_cleanup.journal`) is a candidate, and only while
+the instance's current state still names it: not hosted here, its task
+state one of the evacuation's rebuild states, the migration the instance's
+newest move with none other in progress, its migration context naming the
+migration (or dropped by nova's own handler of that very evacuation).
+Every other kind is reported with the commands an operator would run.
+"""
+
+from nova.compute import task_states
+from nova import exception
+from nova import objects
+from nova.objects import fields
+from oslo_log import log as logging
+
+from nova_evac_cleanup import journal
+from nova_evac_cleanup import leftovers
+from nova_evac_cleanup import ownership
+from nova_evac_cleanup import runbook
+
+LOG = logging.getLogger(__name__)
+
+#: The only kinds that are acted on: an evacuation this host did not live
+#: to end, and one whose ending only lacks its journal entry's removal.
+INTERRUPTED = 'interrupted'
+ENDED = 'ended'
+#: Reported and kept.
+RESET = 'interrupted-reset'
+MOVED_ON = 'moved-on'
+IN_PROGRESS = 'other-operation-in-progress'
+NOT_CLAIMED = 'not-claimed'
+FAILED = 'failed-leftover'
+DELETED = 'instance-deleted'
+LIVES_HERE = 'lives-here'
+FOREIGN_GUEST = 'foreign-guest'
+UNJOURNALED = 'unjournaled'
+
+_EVACUATION = fields.MigrationType.EVACUATION
+#: Statuses of a migration that is over, whatever its type.
+_OVER = frozenset(['confirmed', 'reverted', 'error', 'failed', 'completed',
+                   'cancelled', 'done'])
+#: Statuses of an evacuation this host may still have to end:
+#: ``pre-migrating`` (the claim), ``completed`` (by a source that came back
+#: first), ``failed`` (by nova's handler, or this host's own ending, cut).
+_ENDABLE = ('pre-migrating', 'completed', 'failed')
+_INSTANCE_ATTRS = ['info_cache', 'flavor', 'migration_context']
+
+
+class Finding(object):
+    """One evacuation to this host to report on, or to end."""
+
+    def __init__(self, host, instance_uuid, entry=None, migration=None):
+        self.host = host
+        self.instance_uuid = instance_uuid
+        #: the journal entry, None for what only the database shows
+        self.entry = entry
+        self.migration = migration
+        self.instance = None
+        self.moves = []
+        self.kind = None
+        self.reason = ''
+        self.guest = None
+        self.files = {}
+        self.allocation_here = {}
+        self.owns_directory = False
+        #: the files are the instance's own, on storage shared with its
+        #: host, as the evacuation found before spawn
+        self.files_shared = False
+        self.disks = ''
+        self.actions = []
+        self.commands = []
+        self.done = []
+        self.errors = []
+        #: whether :func:`nova_evac_cleanup.recovery.recover` ended it
+        self.ended = False
+
+    @property
+    def migration_uuid(self):
+        if self.migration is not None:
+            return self.migration.uuid
+        return self.entry.migration_uuid if self.entry else None
+
+    def left_here(self):
+        """Whether anything of it is on this host."""
+        return bool(self.guest or (self.files and not self.files_shared) or
+                    self.allocation_here)
+
+    def refuses_evacuations(self):
+        """Whether it makes the next evacuation of the server here fail."""
+        return bool(self.entry is not None and not self.files_shared and
+                    (self.guest or self.files) and
+                    self.kind not in (LIVES_HERE, DELETED))
+
+    def as_dict(self):
+        instance, migration = self.instance, self.migration
+        return {
+            'instance': self.instance_uuid,
+            'kind': self.kind,
+            'reason': self.reason,
+            'journaled': self.entry is not None,
+            'kept': self.entry.kept if self.entry is not None else None,
+            'refuses_evacuations': self.refuses_evacuations(),
+            'instance_exists': bool(instance and not instance.deleted),
+            'instance_host': instance.host if instance else None,
+            'vm_state': instance.vm_state if instance else None,
+            'task_state': instance.task_state if instance else None,
+            'migration': self.migration_uuid,
+            'migration_status': migration.status if migration else None,
+            'source_compute': migration.source_compute if migration else None,
+            'guest': self.guest,
+            'files': self.files,
+            'files_shared': self.files_shared,
+            'allocation_here': self.allocation_here,
+            'disks': self.disks,
+            'actions': self.actions,
+            'commands': self.commands,
+            'done': self.done,
+            'errors': self.errors,
+            'ended': self.ended,
+        }
+
+
+# Reading.
+
+def load(context, finding):
+    """Read the instance, the migration and the instance's moves anew.
+
+    A deleted instance is read too: what its evacuation left here is
+    reported (nova's ``running_deleted_instance_action`` reaps its guest).
+    """
+    try:
+        finding.instance = objects.Instance.get_by_uuid(
+            context.elevated(read_deleted='yes'), finding.instance_uuid,
+            expected_attrs=_INSTANCE_ATTRS)
+    except exception.InstanceNotFound:
+        finding.instance = None
+    migration_id = (finding.entry.migration_id if finding.entry is not None
+                    else finding.migration.id if finding.migration is not None
+                    else None)
+    if migration_id is not None:
+        try:
+            finding.migration = objects.Migration.get_by_id(
+                context, migration_id)
+        except exception.MigrationNotFound:
+            finding.migration = None
+    finding.moves = list(objects.MigrationList.get_by_filters(
+        context, {'instance_uuid': finding.instance_uuid},
+        sort_keys=['created_at', 'id'], sort_dirs=['desc', 'desc']))
+
+
+def classify(host, instance, migration, moves, entry=None):
+    """Whether the instance's state still names the evacuation to ``host``.
+
+    :param moves: every migration record of the instance, of any type,
+        newest first
+    :param entry: this host's journal entry of the evacuation, if any: an
+        ending of its own that this host did not finish is recognised
+        (:attr:`~nova_evac_cleanup.journal.Entry.ending`)
+    :returns: ``(kind, reason)``; the kind is :data:`INTERRUPTED` or
+        :data:`ENDED` only when the evacuation may be ended
+    """
+    if instance is None or instance.deleted:
+        return DELETED, 'the instance was deleted'
+    if instance.host == host:
+        return LIVES_HERE, 'the instance is hosted here'
+    busy = [m for m in moves if m.status not in _OVER and (
+        migration is None or m.id != migration.id)]
+    if busy:
+        return IN_PROGRESS, 'migration %s (%s, %s) of the instance is in ' \
+            'progress' % (busy[0].uuid, busy[0].migration_type,
+                          busy[0].status)
+    if migration is None:
+        return FOREIGN_GUEST, ('the instance is hosted on %s and no '
+                               'evacuation of it to this host is known' %
+                               instance.host)
+    newest = moves[0] if moves else None
+    if newest is None or newest.id != migration.id:
+        return MOVED_ON, (
+            'migration %s (%s, %s) of the instance is newer' % (
+                newest.uuid, newest.migration_type, newest.status)
+            if newest is not None else 'no migration of the instance is known')
+    ending = entry.ending if entry is not None else None
+    if ending is not None:
+        if instance.task_state == ending.get('task_state'):
+            return INTERRUPTED, ('this host was ending the evacuation when '
+                                 'it stopped: it holds the server still')
+        if ending.get('releasing') and instance.task_state is None:
+            return ENDED, ('this host ended the evacuation; only its '
+                           'journal entry was left')
+        return RESET, ('the instance is in task state %s, not the %s this '
+                       'host held while ending the evacuation (reset by an '
+                       'operator?)' % (instance.task_state,
+                                       ending.get('task_state')))
+    if migration.status not in _ENDABLE:
+        return NOT_CLAIMED, 'the migration is %s' % migration.status
+    # nova's own handler of the evacuation drops the migration context
+    # when it aborts the claim, before it fails the migration.
+    context = instance.migration_context
+    if context is not None and context.migration_id != migration.id:
+        return NOT_CLAIMED, ("the instance's migration context names "
+                             "another migration")
+    if instance.task_state not in task_states.rebuild_states:
+        if migration.status == 'failed':
+            return FAILED, 'the evacuation failed and its handler ran'
+        return RESET, ('the instance is in task state %s, not the '
+                       'evacuation\'s (reset by an operator?)' %
+                       instance.task_state)
+    if migration.status == 'failed':
+        return INTERRUPTED, ('this host died while nova ended the failed '
+                             'evacuation: the server is still in its '
+                             'rebuild task state')
+    return INTERRUPTED, 'this host died while running the evacuation'
+
+
+def nodes(manager, context):
+    """The compute node uuids of this host, from the database.
+
+    Not from the driver, which would need its ``init_host`` first.
+    """
+    try:
+        return [node.uuid for node in objects.ComputeNodeList.get_all_by_host(
+            context, manager.host)]
+    except exception.ComputeHostNotFound:
+        return []
+
+
+def allocations(manager, context, uuid):
+    return manager.reportclient.get_allocs_for_consumer(
+        context, uuid).get('allocations') or {}
+
+
+def describe(manager, context, finding, host_nodes):
+    """Fill in what is on this host and what would be done about it.
+
+    Reads only: the hypervisor, one listing of the instance directory and
+    placement.
+    """
+    instance, entry = finding.instance, finding.entry
+    finding.kind, finding.reason = classify(
+        finding.host, instance, finding.migration, finding.moves, entry)
+    finding.actions, finding.commands = [], []
+    if instance is None:
+        return
+    finding.guest = leftovers.guest(manager.driver, instance)
+    path = ownership.instance_path(finding.host, instance.uuid)
+    finding.files = {
+        '%s/%s' % (path, name): size for name, size in
+        ownership.contents(path).items()}
+    finding.allocation_here = {
+        rp: alloc.get('resources', {}) for rp, alloc in
+        allocations(manager, context, instance.uuid).items()
+        if rp in host_nodes}
+    if entry is not None:
+        finding.owns_directory, why = ownership.proof(entry)
+        finding.files_shared = bool(entry.shared_storage)
+        if finding.files_shared:
+            why = ('the instance\'s own files: the evacuation found them on '
+                   'storage shared with %s before spawn' % instance.host)
+    else:
+        why = ('no journal entry: this host has no record of the '
+               'evacuation\'s storage')
+    finding.disks = (
+        'remove: the evacuation created %s, not on shared storage' % path
+        if finding.owns_directory else 'keep: %s' % why)
+    if finding.kind == INTERRUPTED:
+        finding.actions = _actions(finding)
+        return
+    finding.commands = commands(finding)
+
+
+def _actions(finding):
+    """What ending the interrupted evacuation does, in order."""
+    instance, migration = finding.instance, finding.migration
+    actions = []
+    if migration.status == 'pre-migrating':
+        actions.append('set migration %s to failed' % migration.uuid)
+    actions.append('destroy the guest on %s and %s' % (
+        finding.host, 'remove its disks' if finding.owns_directory
+        else 'keep its disks'))
+    if finding.allocation_here:
+        actions.append('remove the allocation against %s' % finding.host)
+    actions.append('set the instance to ERROR with no task state (if still '
+                   '%s)' % instance.task_state)
+    return actions
+
+
+def commands(finding):
+    """What an operator would run to end a finding that is only reported."""
+    instance = finding.instance
+    if finding.kind in (IN_PROGRESS, LIVES_HERE, DELETED) or (
+            not finding.left_here()):
+        return []
+    # Files this evacuation does not own are only ever reported: whether
+    # they are on storage shared with the instance's host is for the
+    # operator to check.
+    steps = runbook.cleanup_steps(
+        finding.host, instance.uuid, instance.name,
+        task_stuck=(finding.kind == INTERRUPTED or
+                    instance.task_state in task_states.rebuild_states),
+        guest=finding.guest,
+        instance_dir=(ownership.instance_path(finding.host, instance.uuid)
+                      if finding.files and not finding.files_shared
+                      else None),
+        shared_with=instance.host, providers=finding.allocation_here)
+    return [step.command for step in steps]
+
+
+# Finding.
+
+def examine(manager, context, entry, host_nodes):
+    """The finding of one journal entry, read now."""
+    finding = Finding(manager.host, entry.instance_uuid, entry=entry)
+    load(context, finding)
+    describe(manager, context, finding, host_nodes)
+    return finding
+
+
+def foreign_guests(manager, context, known):
+    """Guests on this hypervisor of instances hosted elsewhere.
+
+    nova's start-up destroys the guests of instances evacuated from this
+    host; the guest of an evacuation to this host that failed and kept it
+    (the cleanup disabled, or its destroy failed) is left, and reported.
+    Costs one hypervisor listing and one query, whatever the history.
+
+    :param known: instance uuids already examined
+    :returns: the findings to report, and the number of guests looked at
+    """
+    uuids = set(manager.driver.list_instance_uuids()) - set(known)
+    if not uuids:
+        return [], 0
+    # Sorted by uuid, the query is served by the uuid index alone, whatever
+    # the number of instances in the cell (nova's default sort, newest
+    # first, walks them all).
+    instances = objects.InstanceList.get_by_filters(
+        context, {'uuid': sorted(uuids), 'deleted': False},
+        expected_attrs=[], sort_keys=['uuid'], sort_dirs=['asc'])
+    foreign = [i for i in instances if i.host != manager.host]
+    host_nodes = nodes(manager, context) if foreign else []
+    found = [_record_finding(manager, context, instance.uuid, host_nodes)
+             for instance in foreign]
+    return [f for f in found if f is not None], len(uuids)
+
+
+def find(manager, context, guests=True, history=False):
+    """The evacuations to this host to end or report.
+
+    :param guests: also report the guests of instances hosted elsewhere
+    :param history: also report evacuation records to this host that left
+        no journal entry (the audit); never acted on
+    :returns: ``(findings, examined)``, examined being the number of
+        journal entries, guests and records looked at
+    """
+    host = manager.host
+    entries = journal.entries(host)
+    host_nodes = nodes(manager, context) if entries or history else []
+    found = [examine(manager, context, entry, host_nodes)
+             for entry in entries]
+    examined = len(entries)
+    known = {f.instance_uuid for f in found}
+    if guests:
+        reported, count = foreign_guests(manager, context, known)
+        examined += count
+        found.extend(reported)
+        known.update(f.instance_uuid for f in reported)
+    if history:
+        migrations = objects.MigrationList.get_by_filters(
+            context, {'host': host, 'migration_type': _EVACUATION},
+            sort_keys=['created_at', 'id'], sort_dirs=['desc', 'desc'])
+        for migration in migrations:
+            examined += 1
+            if (migration.dest_compute != host or
+                    migration.instance_uuid in known):
+                continue
+            known.add(migration.instance_uuid)
+            finding = _record_finding(manager, context,
+                                      migration.instance_uuid, host_nodes,
+                                      migration=migration)
+            if finding is not None:
+                found.append(finding)
+    return found, examined
+
+
+def _record_finding(manager, context, instance_uuid, host_nodes,
+                    migration=None):
+    """A finding for what the database alone shows; reported, never acted on.
+
+    :returns: a Finding, or None when nothing of it is left on this host
+    """
+    finding = Finding(manager.host, instance_uuid)
+    if migration is None:
+        evacuations = objects.MigrationList.get_by_filters(
+            context, {'instance_uuid': instance_uuid,
+                      'migration_type': _EVACUATION, 'host': manager.host},
+            sort_keys=['created_at', 'id'], sort_dirs=['desc', 'desc'])
+        migration = next((m for m in evacuations
+                          if m.dest_compute == manager.host), None)
+    finding.migration = migration
+    load(context, finding)
+    describe(manager, context, finding, host_nodes)
+    if finding.kind in (LIVES_HERE, DELETED, IN_PROGRESS):
+        # nova's own: an incoming operation, or a guest nova reaps.
+        return None
+    if not finding.left_here():
+        return None
+    if finding.kind == INTERRUPTED:
+        # Interrupted before this host journaled evacuations (stock nova,
+        # the patch series, or the cleanup disabled): no proof to act on.
+        finding.kind = UNJOURNALED
+        finding.reason = ('interrupted, but this host holds no journal entry '
+                          'of it')
+        finding.actions = []
+        finding.commands = commands(finding)
+    return finding

@@ -1,0 +1,167 @@
+# Copyright 2026 nova-evac-cleanup developers
+#
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""What an evacuation left on this host once it ended, and who may use it.
+
+An evacuation to this host ends without the instance living here when its
+spawn fails, when it fails after spawn, or when this host died during it
+and the start-up sweep or ``audit --delete`` ended it. What is then left
+here is either nothing (its journal entry goes), or kept:
+
+* files nova found on **shared storage** before spawn are the server's own
+  (its disks on a shared instance directory or RBD): the next evacuation
+  of the server to this host uses them, as nova always did;
+* anything else the cleanup could not prove its own (a guest it could not
+  destroy, files the evacuation found not shared, or could not tell,
+  whose directory no longer carries its ownership marker) is a leftover
+  that nova would take for shared storage, and boot, on the next
+  evacuation. So the next evacuation of that server to this host is
+  refused before anything is created (:func:`refuse_if_kept`), with a
+  fault naming the leftover and the commands to clear it, until an
+  operator has removed it; an HA tool then picks another host.
+
+Nothing here ever removes or renames a leftover: only the journal entry
+goes, once nothing of the evacuation is left.
+"""
+
+from nova import exception
+from oslo_log import log as logging
+
+from nova_evac_cleanup import journal
+from nova_evac_cleanup import ownership
+from nova_evac_cleanup import runbook
+
+LOG = logging.getLogger(__name__)
+
+
+class EvacuationLeftoverKept(exception.NovaException):
+    """The next evacuation is refused over a leftover nova would boot.
+
+    The leftover comes first in the message: nova keeps 255 characters of
+    it in the instance fault, and the whole of it in the fault's details.
+    """
+    msg_fmt = ('Evacuation to %(host)s refused: %(leftover)s kept from '
+               'evacuation %(migration)s, not proven its own. Once checked, '
+               'on %(host)s: %(commands)s')
+
+
+def guest(driver, instance):
+    """None, ``'running'`` or ``'defined'``: the guest on this host."""
+    from nova.compute import power_state
+
+    try:
+        if not driver.instance_exists(instance):
+            return None
+        state = driver.get_info(instance).state
+    except exception.InstanceNotFound:
+        return None
+    return 'running' if state == power_state.RUNNING else 'defined'
+
+
+def left_here(driver, entry, instance):
+    """What of ``entry``'s evacuation is on this host, besides placement.
+
+    :returns: ``(guest, files)``: :func:`guest`, and the files of the
+        instance directory with their sizes
+    :raises OSError: if the instance directory cannot be read
+    """
+    path = ownership.instance_path(entry.host, entry.instance_uuid)
+    return guest(driver, instance), ownership.contents(path)
+
+
+def kept_reason(entry, guest_left, files):
+    """Why what is left of ``entry`` is kept, or None if nothing is."""
+    if guest_left:
+        return 'its %s guest could not be destroyed' % guest_left
+    if not files:
+        return None
+    if entry.shared_storage:
+        return ('the server\'s own files: nova found them on shared storage '
+                'before spawn')
+    return 'its files: %s' % ownership.proof(entry)[1]
+
+
+def end(driver, entry, instance):
+    """The evacuation of ``entry`` ended without the instance here.
+
+    Removes its journal entry if nothing of it is left, or records why
+    what is left is kept. Never raises: on an error the entry stays as it
+    is, which keeps everything.
+
+    :returns: the reason it was kept, or None
+    """
+    try:
+        if not ownership.remove_if_empty(entry):
+            LOG.debug('The instance directory of evacuation %s holds '
+                      'files', entry.migration_uuid)
+        guest_left, files = left_here(driver, entry, instance)
+        reason = kept_reason(entry, guest_left, files)
+        if reason is None:
+            journal.remove(entry)
+            return None
+        entry.kept = reason
+        journal.write(entry)
+    except Exception:
+        LOG.exception('Could not record the end of evacuation %s to %s: its '
+                      'journal entry is kept as it was', entry.migration_uuid,
+                      entry.host, instance_uuid=entry.instance_uuid)
+        return 'unknown'
+    if not entry.shared_storage:
+        LOG.warning('Evacuation %s to %s ended and keeps %s; the next '
+                    'evacuation of the server to %s is refused until it is '
+                    'removed by hand', entry.migration_uuid, entry.host,
+                    reason, entry.host, instance_uuid=entry.instance_uuid)
+    return reason
+
+
+def commands(entry, instance, guest_left, files):
+    """The runbook's commands that clear a kept leftover of ``entry``."""
+    path = ownership.instance_path(entry.host, entry.instance_uuid)
+    steps = runbook.cleanup_steps(
+        entry.host, entry.instance_uuid, instance.name, guest=guest_left,
+        instance_dir=path if files else None,
+        shared_with=(instance.host if entry.shared_storage is None
+                     else None))
+    return [step.command for step in steps]
+
+
+def refuse_if_kept(driver, host, instance):
+    """Refuse an evacuation of ``instance`` to ``host`` over a leftover.
+
+    Entries of earlier evacuations of the instance whose leftovers are
+    gone (an operator removed them) are forgotten here.
+
+    :raises EvacuationLeftoverKept: a leftover of an earlier evacuation
+        that did not find the files on shared storage is still here
+    :raises OSError: the journal or the instance directory cannot be read
+    """
+    for entry in journal.entries_of(host, instance.uuid):
+        guest_left, files = left_here(driver, entry, instance)
+        if entry.shared_storage:
+            # The server's own files; a guest left would only make nova
+            # fail with InstanceExists.
+            files = {}
+        if not (guest_left or files):
+            if entry.kept:
+                LOG.info('What evacuation %s left on %s was removed: '
+                         'forgotten', entry.migration_uuid, host,
+                         instance=instance)
+                journal.remove(entry)
+            continue
+        leftover = ' and '.join(filter(None, [
+            guest_left and 'a %s guest' % guest_left,
+            files and ownership.instance_path(host, instance.uuid)]))
+        raise EvacuationLeftoverKept(
+            host=host, leftover=leftover, migration=entry.migration_uuid,
+            commands='; '.join(commands(entry, instance, guest_left, files)))

@@ -1,0 +1,240 @@
+# Copyright 2026 nova-evac-cleanup developers
+#
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""Proof that an instance directory is an evacuation's own to remove.
+
+Disks may only be removed where the evacuation made them: on a failed
+evacuation the disks on storage shared with the source (a shared instance
+directory, RBD) are the only copy of the server's data. nova answers
+whether the files are shared before spawn, but that answer can be wrong (a
+share that was unreachable when nova looked), and a directory can be
+replaced or mounted over afterwards. So when nova found the files not
+shared, the evacuation creates the instance directory itself, just before
+spawn (``os.mkdir``, which fails if it exists: then it is not the
+evacuation's), and writes an **ownership marker** in it naming the
+migration and the directory's identity.
+
+The identity is the filesystem id (``statvfs``) and the directory's inode,
+which stay the same across a reboot of the host; the device number does
+not on some layouts (device-mapper minors, btrfs). The marker, the
+directory and its parent are fsynced before spawn, so the proof survives
+the crash it exists for.
+
+:func:`proof` is taken right before anything removes disks: the marker is
+still there, names the migration and this host, and the directory is
+still the one it names. Anything else keeps the disks.
+"""
+
+import json
+import os
+
+from nova import objects
+from oslo_log import log as logging
+
+from nova_evac_cleanup import journal
+
+LOG = logging.getLogger(__name__)
+
+#: The name of the ownership marker in an instance directory.
+MARKER = '.nova-evac-cleanup'
+
+
+def instance_path(host, instance_uuid):
+    """The instance directory on ``host``, where the libvirt driver keeps it.
+
+    nova's own ``libvirt_utils.get_instance_path``, the one place the
+    libvirt driver finds it. The functional tests, whose hosts share one
+    process and one ``CONF``, give each host its own directory by replacing
+    nova's function or this one.
+    """
+    from nova.virt.libvirt import utils as libvirt_utils
+
+    return libvirt_utils.get_instance_path(
+        objects.Instance(uuid=instance_uuid))
+
+
+def identity(path):
+    """What names directory ``path`` across reboots: filesystem and inode.
+
+    :raises OSError: if it cannot be read
+    """
+    return {'fsid': os.statvfs(path).f_fsid, 'inode': os.stat(path).st_ino}
+
+
+def claim(entry):
+    """Create the instance directory for ``entry`` and mark it as its own.
+
+    Called just before spawn, when nova found the instance files not on
+    shared storage. The entry records the path first (write-ahead: a
+    directory this process made and died before marking is known to be
+    the evacuation's to look at, and is removed only if empty), then the
+    directory is created and marked, then the entry records its identity.
+    A directory that exists already is not the evacuation's: nothing is
+    written in it and the entry says no claim.
+
+    :returns: True if the directory was created here, False if it existed
+    :raises OSError: if the directory or the entry could not be written
+    """
+    path = instance_path(entry.host, entry.instance_uuid)
+    if os.path.lexists(path):
+        return False
+    entry.claim = {'path': path}
+    journal.write(entry)
+    try:
+        _make_directory(path)
+    except FileExistsError:
+        LOG.warning('The instance directory %s appeared before spawn: it is '
+                    'not this evacuation\'s', path,
+                    instance_uuid=entry.instance_uuid)
+        entry.claim = None
+        journal.write(entry)
+        return False
+    _write_marker(path, dict(
+        identity(path), migration_uuid=entry.migration_uuid,
+        instance_uuid=entry.instance_uuid, host=entry.host))
+    entry.claim = dict(identity(path), path=path)
+    journal.write(entry)
+    return True
+
+
+def _make_directory(path):
+    """``mkdir`` of the instance directory, durable in its parent.
+
+    :raises FileExistsError: it exists: it is not the evacuation's
+    """
+    parent = os.path.dirname(path)
+    os.makedirs(parent, exist_ok=True)
+    os.mkdir(path)
+    journal.fsync_directory(parent)
+
+
+def _write_marker(path, marker):
+    """Write the ownership marker in ``path``, durably."""
+    with open(os.path.join(path, MARKER), 'x') as stream:
+        json.dump(marker, stream)
+        stream.flush()
+        os.fsync(stream.fileno())
+    journal.fsync_directory(path)
+
+
+def _read_marker(path):
+    with open(os.path.join(path, MARKER)) as stream:
+        marker = json.load(stream)
+    if not isinstance(marker, dict):
+        raise ValueError('not a JSON object')
+    return marker
+
+
+def proof(entry):
+    """Whether the instance directory here is, right now, ``entry``'s.
+
+    :returns: ``(True, None)``, or ``(False, reason)``
+    """
+    if entry.shared_storage is not False:
+        return False, ('the evacuation did not find the files to be off '
+                       'shared storage before spawn (%s)' % (
+                           'shared' if entry.shared_storage else 'unknown'))
+    claimed = entry.claim or {}
+    if not claimed.get('path'):
+        return False, ('the instance directory was not created by the '
+                       'evacuation (it existed before spawn)')
+    path = instance_path(entry.host, entry.instance_uuid)
+    if path != claimed['path']:
+        return False, 'the instance directory is now %s, not %s' % (
+            path, claimed['path'])
+    try:
+        marker = _read_marker(path)
+        current = identity(path)
+    except FileNotFoundError:
+        return False, 'no ownership marker in %s' % path
+    except (OSError, ValueError) as error:
+        return False, 'cannot read the ownership marker in %s: %s' % (
+            path, error)
+    if (marker.get('migration_uuid'), marker.get('host'),
+            marker.get('instance_uuid')) != (
+            entry.migration_uuid, entry.host, entry.instance_uuid):
+        return False, 'the ownership marker in %s names migration %s on %s' % (
+            path, marker.get('migration_uuid'), marker.get('host'))
+    for source in (marker, claimed):
+        if 'inode' in source and (source.get('fsid'), source.get('inode')) != (
+                current['fsid'], current['inode']):
+            return False, ('%s is not the directory the evacuation created '
+                           '(another filesystem or another directory)' % path)
+    return True, None
+
+
+def release(entry):
+    """The directory is the instance's own now: remove the marker.
+
+    :raises OSError: if the marker could not be removed
+    """
+    path = (entry.claim or {}).get('path')
+    if not path:
+        return
+    try:
+        os.unlink(os.path.join(path, MARKER))
+    except FileNotFoundError:
+        return
+    journal.fsync_directory(path)
+
+
+def remove_if_empty(entry):
+    """Remove the directory ``entry`` created, if only its marker is in it.
+
+    A failure before spawn, or a death right after the claim, leaves it
+    so. Never removes a file other than the marker: ``rmdir`` fails on a
+    directory that is not empty.
+
+    :returns: True if no directory of the claim is left
+    :raises OSError: if it could not be read or removed
+    """
+    path = (entry.claim or {}).get('path')
+    if not path:
+        return True
+    try:
+        names = os.listdir(path)
+    except FileNotFoundError:
+        return True
+    if set(names) - {MARKER}:
+        return False
+    if names:
+        owned, _why = proof(entry)
+        if not owned:
+            return False
+        os.unlink(os.path.join(path, MARKER))
+    os.rmdir(path)
+    journal.fsync_directory(os.path.dirname(path))
+    return True
+
+
+def contents(path):
+    """The files at the top of ``path`` with their sizes, without a walk.
+
+    The libvirt driver keeps an instance's files flat in its directory; one
+    ``scandir`` of that directory is all that is read.
+
+    :raises OSError: if the directory exists but cannot be read
+    """
+    result = {}
+    try:
+        with os.scandir(path) as listing:
+            for item in listing:
+                try:
+                    result[item.name] = item.stat(
+                        follow_symlinks=False).st_size
+                except OSError:
+                    result[item.name] = None
+    except (FileNotFoundError, NotADirectoryError):
+        pass
+    return result
