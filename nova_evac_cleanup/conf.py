@@ -36,15 +36,22 @@ for shared storage and boots the stale, partial disk.
 
 When enabled, the guest is destroyed right after the failed spawn. Its disks
 are removed only when nova had established, before spawning, that they are
-not on shared storage; disks on a shared instance directory, RBD or volumes
-are never removed. The original spawn error is always the one reported.
+not on shared storage, and the evacuation created the instance directory
+itself right before spawn and its ownership marker is still in it; disks on
+a shared instance directory, RBD or volumes are never removed. The volume
+attachments the evacuation made for this host are replaced by reserved ones;
+the ports are left to nova. The original spawn error is always the one
+reported. What the cleanup cannot prove its own (a guest whose destroy
+failed, files without that proof) is kept, and the next evacuation of the
+server to this host is refused before anything is created, with a fault
+naming it and the commands that clear it, until an operator removes it.
 
 Disable this to keep nova's own behaviour, for example to keep a failed guest
 on this host to debug it. Disabled means hands off everywhere: an evacuation
 that fails or is interrupted while the cleanup is disabled records nothing
-the start-up sweep could act on, and while it is disabled the sweep only
-reports. Such a guest and its files stay on this host, through any number of
-restarts, until an operator removes them.
+the start-up sweep could act on, no evacuation is refused, and while it is
+disabled the sweep only reports. Such a guest and its files stay on this
+host, through any number of restarts, until an operator removes them.
 
 Possible values:
 
@@ -65,7 +72,7 @@ Related options:
             ('clean', 'End the evacuations to this host that its own death '
                       'interrupted, when it can prove they are still what '
                       'it left; report everything else.'),
-            ('report', 'Log what ``clean`` would do; change nothing.'),
+            ('report', 'Log what ``clean`` would do; write nothing.'),
             ('off', 'Do not look for them.'),
         ],
         help="""
@@ -85,26 +92,35 @@ this host accepts requests, each entry left by a dead process is examined
 again and acted on only if the instance's state still names that evacuation:
 its migration context names the migration, it is still in the evacuation's
 rebuild task state, no other migration of it is in progress and none is
-newer. It is then ended as nova ends an evacuation whose spawn raised: the
-instance goes to ERROR with no task state (a compare-and-swap on the task
-state), a ``pre-migrating`` migration to ``failed`` (a ``completed`` one is
-never rewritten), the guest here is destroyed, this host's allocation is
-removed. Disks are removed only when the evacuation created the instance
-directory itself, found before spawn that the files are not on shared
-storage, and the directory still carries its ownership marker on the same
-filesystem. Anything else (a state reset by an operator, a newer or running
-operation, leftovers of evacuations that failed, guests of instances hosted
-elsewhere) is only reported, with the commands to end it by hand.
-``nova-evac-cleanup audit`` shows the same on demand.
+newer. It is then ended as nova ends an evacuation whose spawn raised, one
+step after the other: a ``pre-migrating`` migration to ``failed`` (a
+``completed`` one is never rewritten), the guest here destroyed, this host's
+volume connections released, this host's allocation removed, an instance
+fault recorded and, last, the instance set to ERROR with no task state (a
+compare-and-swap on the task state). The instance is read again before each
+step and left alone if it moved on; the journal entry records each step
+done, so an ending killed half-way is finished at the next start (or by
+``nova-evac-cleanup audit --delete``). Disks are removed only when the
+evacuation created the instance directory itself, found before spawn that
+the files are not on shared storage, and the directory still carries its
+ownership marker, naming the migration, this host and the directory's
+filesystem id and inode. Anything else (a state reset by an operator, a
+newer or running operation, leftovers of evacuations that failed, guests of
+instances hosted elsewhere) is only reported, with the commands to end it
+by hand; a leftover kept without proof also refuses the next evacuation of
+the server to this host. ``nova-evac-cleanup audit`` shows the same on
+demand.
 
 With ``[evacuate_cleanup] enabled = False`` the sweep only reports, whatever
-this option says.
+this option says, and so it does when nova-compute starts without its host
+lock (an audit held it for more than 60 seconds, or ``[oslo_concurrency]
+lock_path`` is unset or not writable).
 
 Possible values:
 
 * clean: end what can be proven to be this host's, report the rest
   (default).
-* report: log what would be done, change nothing.
+* report: log what would be done, write nothing.
 * off: do nothing.
 
 Related options:
@@ -122,11 +138,21 @@ Related options:
         help="""
 Where this host journals the evacuations it runs, on its local disk.
 
-An entry is written before an evacuation to this host spawns the guest and
-removed when nova's rebuild code returns or raises, so an entry found at
-start-up is an evacuation this host's death interrupted: the proof the
-start-up sweep and ``audit --delete`` need before they act. It must be on
-storage local to this host, never on a shared instances path.
+An entry is written before nova's rebuild code runs for an evacuation to
+this host, rewritten just before spawn and after each step of ending the
+evacuation, and removed once the evacuation ended with nothing of it left
+on this host. It is kept, with the reason, when something is left: files
+nova found on shared storage (the server's own), or a leftover the cleanup
+could not prove its own, which refuses the next evacuation of the server to
+this host until it is removed. An entry of an evacuation still in progress
+at start-up is one this host's death interrupted: the proof the start-up
+sweep and ``audit --delete`` need before they act. It must be on storage
+local to this host, never on a shared instances path.
+
+If it cannot be written at start-up, an error is logged and nova-compute
+runs as nova's own compute manager, without the cleanup or the start-up
+sweep. A file in it that is not a readable entry of this host is logged and
+skipped; the other entries are still read.
 
 Related options:
 
