@@ -262,7 +262,7 @@ def describe(manager, context, finding, host_nodes):
     finding.actions, finding.commands = [], []
     if instance is None:
         return
-    finding.guest = leftovers.guest(manager.driver, instance)
+    finding.guest = leftovers.guest_state(manager.driver, instance)
     path = ownership.instance_path(finding.host, instance.uuid)
     finding.files = {
         '%s/%s' % (path, name): size for name, size in

@@ -36,20 +36,28 @@ vPMEMs.
 """
 
 from nova.objects import instance as instance_obj
+from oslo_log import log as logging
+from oslo_utils import excutils
+
+LOG = logging.getLogger(__name__)
 
 #: The instance fields the migration context holds for each host.
 _RESOURCES = tuple(instance_obj._MIGRATION_CONTEXT_ATTRS)
 
 
-def as_made_here(instance):
+def as_made_here(instance, resources_known=True):
     """A copy of ``instance`` as its guest was made on this host.
 
     Saving the copy saves what else changed on it with the instance's own
     resources, never this host's.
+
+    :param resources_known: whether the instance's migration context holds
+        the resources the guest was made with; False for the guest of an
+        earlier evacuation, whose claim is gone
     """
     own = {name: getattr(instance, name) for name in _RESOURCES}
     view = instance.obj_clone()
-    if view.migration_context is not None:
+    if resources_known and view.migration_context is not None:
         view.apply_migration_context()
     else:
         for name in _RESOURCES:
@@ -71,8 +79,22 @@ def as_made_here(instance):
 
 
 def destroy(driver, context, instance, network_info, block_device_info,
-            destroy_disks):
-    """``driver.destroy`` of the guest on this host; see the module doc."""
-    driver.destroy(context, as_made_here(instance), network_info,
-                   block_device_info=block_device_info,
-                   destroy_disks=destroy_disks)
+            destroy_disks, resources_known=True):
+    """``driver.destroy`` of the guest on this host; see the module doc.
+
+    Should it fail, the guest is at least powered off: left running, it
+    would be a second writer on the server's volumes and shared disks
+    once its source runs it again. The destroy's error is re-raised.
+    """
+    view = as_made_here(instance, resources_known)
+    try:
+        driver.destroy(context, view, network_info,
+                       block_device_info=block_device_info,
+                       destroy_disks=destroy_disks)
+    except Exception:
+        with excutils.save_and_reraise_exception():
+            try:
+                driver.power_off(view)
+            except Exception:
+                LOG.exception('Could not power off the guest either',
+                              instance=instance)

@@ -22,22 +22,25 @@ here is either nothing (its journal entry goes), or kept:
 * files nova found on **shared storage** before spawn are the server's own
   (its disks on a shared instance directory or RBD): the next evacuation
   of the server to this host uses them, as nova always did;
-* anything else the cleanup could not prove its own (a guest it could not
-  destroy, files the evacuation found not shared, or could not tell,
-  whose directory no longer carries its ownership marker) is a leftover
-  that nova would take for shared storage, and boot, on the next
-  evacuation. So the next evacuation of that server to this host is
-  refused before anything is created (:func:`refuse_if_kept`), with a
-  fault naming the leftover and the commands to clear it, until an
-  operator has removed it; an HA tool then picks another host.
+* a guest the cleanup could not destroy is the evacuation's own: the
+  next evacuation of the server to this host destroys it first, with its
+  disks only where the ownership proof still holds;
+* files the evacuation found not shared, or could not tell, whose
+  directory no longer carries its ownership marker, are a leftover that
+  nova would take for shared storage, and boot, on the next evacuation.
+  So the next evacuation of that server to this host is refused before
+  anything is created (:func:`clear_or_refuse`), with a fault naming the
+  leftover and the commands to clear it, until an operator has removed
+  it; an HA tool then picks another host.
 
-Nothing here ever removes or renames a leftover: only the journal entry
-goes, once nothing of the evacuation is left.
+Files without proof are never removed or renamed here: only the journal
+entry goes, once nothing of the evacuation is left.
 """
 
 from nova import exception
 from oslo_log import log as logging
 
+from nova_evac_cleanup import guest
 from nova_evac_cleanup import journal
 from nova_evac_cleanup import ownership
 from nova_evac_cleanup import runbook
@@ -56,7 +59,7 @@ class EvacuationLeftoverKept(exception.NovaException):
                'on %(host)s: %(commands)s')
 
 
-def guest(driver, instance):
+def guest_state(driver, instance):
     """None, ``'running'`` or ``'defined'``: the guest on this host."""
     from nova.compute import power_state
 
@@ -77,7 +80,7 @@ def left_here(driver, entry, instance):
     :raises OSError: if the instance directory cannot be read
     """
     path = ownership.instance_path(entry.host, entry.instance_uuid)
-    return guest(driver, instance), ownership.contents(path)
+    return guest_state(driver, instance), ownership.contents(path)
 
 
 def kept_reason(entry, guest_left, files):
@@ -136,25 +139,33 @@ def commands(entry, instance, guest_left, files):
     return [step.command for step in steps]
 
 
-def refuse_if_kept(driver, host, instance):
-    """Refuse an evacuation of ``instance`` to ``host`` over a leftover.
+def clear_or_refuse(manager, context, instance):
+    """Clear what earlier evacuations of ``instance`` left here, or refuse.
 
-    Entries of earlier evacuations of the instance whose leftovers are
-    gone (an operator removed them) are forgotten here.
+    Called by the next evacuation of the server to this host, which holds
+    the server, before anything is created here. A guest an earlier
+    evacuation of it left here (its destroy failed) is the evacuation's
+    own: the instance is not hosted here, and nova would fail with
+    ``InstanceExists``. It is destroyed now, its disks with it only with
+    proof, taken now, that their directory is that evacuation's
+    (:func:`nova_evac_cleanup.ownership.proof`). Files without that proof
+    refuse the evacuation. Entries nothing is left of are forgotten.
 
-    :raises EvacuationLeftoverKept: a leftover of an earlier evacuation
-        that did not find the files on shared storage is still here
+    :raises EvacuationLeftoverKept: files of an earlier evacuation that did
+        not find them on shared storage are still here, not proven its own
     :raises OSError: the journal or the instance directory cannot be read
     """
+    host = manager.host
     for entry in journal.entries_of(host, instance.uuid):
-        guest_left, files = left_here(driver, entry, instance)
-        if entry.shared_storage:
-            # The server's own files; a guest left would only make nova
-            # fail with InstanceExists.
-            files = {}
+        guest_left, files = _left_unshared(manager.driver, entry, instance)
+        owned, _why = ownership.proof(entry)
+        if guest_left or (files and owned):
+            _clear(manager, context, entry, instance, owned)
+            guest_left, files = _left_unshared(manager.driver, entry,
+                                               instance)
         if not (guest_left or files):
-            if entry.kept:
-                LOG.info('What evacuation %s left on %s was removed: '
+            if entry.kept or entry.ending:
+                LOG.info('What evacuation %s left on %s is gone: '
                          'forgotten', entry.migration_uuid, host,
                          instance=instance)
                 journal.remove(entry)
@@ -165,3 +176,35 @@ def refuse_if_kept(driver, host, instance):
         raise EvacuationLeftoverKept(
             host=host, leftover=leftover, migration=entry.migration_uuid,
             commands='; '.join(commands(entry, instance, guest_left, files)))
+
+
+def _left_unshared(driver, entry, instance):
+    guest_left, files = left_here(driver, entry, instance)
+    if entry.shared_storage:
+        # The server's own files, which the evacuation uses.
+        files = {}
+    return guest_left, files
+
+
+def _clear(manager, context, entry, instance, owned):
+    """Destroy the guest an earlier evacuation of ``instance`` left here.
+
+    Its volume connections are those the instance's block device mappings
+    name, which that evacuation made on this host. The resources its claim
+    had are gone with the claim: the driver is given none.
+    """
+    LOG.warning('Evacuation %s left a guest on %s: destroying it (%s) '
+                'before evacuating the server here again',
+                entry.migration_uuid, manager.host,
+                'and its disks, which it created' if owned else
+                'keeping its files', instance=instance)
+    try:
+        guest.destroy(manager.driver, context, instance,
+                      instance.get_network_info(),
+                      manager._get_instance_block_device_info(
+                          context, instance),
+                      destroy_disks=owned, resources_known=False)
+    except Exception:
+        LOG.exception('Could not destroy what evacuation %s left on %s',
+                      entry.migration_uuid, manager.host,
+                      instance=instance)

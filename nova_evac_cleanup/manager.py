@@ -31,6 +31,9 @@ import contextlib
 import sys
 
 from nova.compute import manager as nova_manager
+from nova.compute import task_states
+from nova.compute import utils as compute_utils
+from nova.compute import vm_states
 from nova import context as nova_context
 from nova import exception
 from nova import objects
@@ -80,6 +83,9 @@ class _Evacuation(object):
         self.block_device_info = None
         #: whether nova's _do_rebuild_instance returned
         self.rebuilt = False
+        #: the error that failed the evacuation (spawn's, or a later
+        #: step's), as first seen here: the one the fault must record
+        self.error = None
 
 
 class EvacuateCleanupMixin(object):
@@ -180,9 +186,10 @@ class EvacuateCleanupMixin(object):
     def _do_rebuild_instance(self, *args, **kwargs):
         """Journal an evacuation before nova's rebuild code runs.
 
-        A kept leftover of an earlier evacuation of the instance refuses
-        it first (:func:`nova_evac_cleanup.leftovers.refuse_if_kept`),
-        before anything is created here. The journal entry then stays on
+        What an earlier evacuation of the instance left here is cleared
+        first, or refuses it if it cannot be proven that evacuation's
+        (:func:`nova_evac_cleanup.leftovers.clear_or_refuse`), before
+        anything is created here. The journal entry then stays on
         this host's disk until the evacuation ended: an entry left behind
         is what the start-up sweep may act on. With the cleanup disabled
         nothing is journaled.
@@ -194,7 +201,7 @@ class EvacuateCleanupMixin(object):
         if not named['evacuate'] or migration is None or (
                 not migration.obj_attr_is_set('uuid')):
             return super()._do_rebuild_instance(*args, **kwargs)
-        leftovers.refuse_if_kept(self.driver, self.host, instance)
+        leftovers.clear_or_refuse(self, named['context'], instance)
         entry = journal.Entry(self.host, instance.uuid, migration.uuid,
                               migration.id)
         try:
@@ -209,6 +216,7 @@ class EvacuateCleanupMixin(object):
         try:
             result = super()._do_rebuild_instance(*args, **kwargs)
         except Exception as error:
+            evacuation.error = evacuation.error or error
             if evacuation.spawned:
                 with excutils.save_and_reraise_exception():
                     self._destroy_after_spawn(named['context'], instance,
@@ -253,6 +261,7 @@ class EvacuateCleanupMixin(object):
             result = super()._rebuild_default_impl(**named)
         except Exception as error:
             if spawn_failure.raised_by_spawn(sys.exc_info()[2]):
+                evacuation.error = error
                 with excutils.save_and_reraise_exception():
                     self._destroy_failed_evacuation(
                         context, instance, evacuation,
@@ -316,11 +325,24 @@ class EvacuateCleanupMixin(object):
                 yield
             except Exception as error:
                 evacuation = self._evacuations.get(instance.uuid)
-                if evacuation is not None and evacuation.rebuilt:
+                if evacuation is None:
+                    raise
+                if evacuation.rebuilt:
                     with excutils.save_and_reraise_exception():
                         self._end_unrecorded_evacuation(
                             context, instance, evacuation, error)
-                raise
+                original = evacuation.error
+                if original is None or error is original:
+                    raise
+                # nova's own handling of the failure failed in turn (a
+                # placement or database error while it removed this
+                # host's allocation or failed the migration): finish it,
+                # and let nova record the original error, not this one.
+                LOG.error('Ending the failed evacuation to %s failed: %s',
+                          self.host, error, instance=instance,
+                          exc_info=True)
+                self._fail_here(context, instance, evacuation)
+                raise original
 
     def rebuild_instance(self, context, instance, *args, **kwargs):
         """Run nova's rebuild, then end the evacuation's journal entry.
@@ -336,7 +358,16 @@ class EvacuateCleanupMixin(object):
             evacuation = self._evacuations.pop(instance.uuid, None)
             if evacuation is not None:
                 with excutils.save_and_reraise_exception():
+                    self._record_original_error(context, instance,
+                                                evacuation)
+                    self._release_if_held(context, instance, evacuation)
                     self._end_evacuation(context, instance, evacuation)
+            elif self._cleanup_enabled():
+                with excutils.save_and_reraise_exception():
+                    self._fail_unstarted(context, instance,
+                                         _named('rebuild_instance',
+                                                (context, instance) + args,
+                                                kwargs))
             raise
         evacuation = self._evacuations.pop(instance.uuid, None)
         if evacuation is not None:
@@ -468,12 +499,13 @@ class EvacuateCleanupMixin(object):
         """End an evacuation whose ``finish_evacuation`` failed.
 
         If it had already recorded the instance on this host, the instance
-        lives here: its guest, this host's allocation and the migration are
-        left for nova (the source's start-up reaps its own copy of an
-        evacuation that is not ``failed``). Otherwise it is ended as nova
-        ends one that failed inside ``_do_rebuild_instance``: the
-        migration ``failed``, the guest destroyed and this host's
-        allocation removed. The instance is first read again: what
+        lives here: its guest and this host's allocation are kept, and
+        what ``finish_evacuation`` had left to do is done (the migration
+        context dropped, the migration ``done``), so that the source's
+        start-up reaps its own copy. Otherwise it is ended as nova ends
+        one that failed inside ``_do_rebuild_instance``: the migration
+        ``failed``, the guest destroyed and this host's allocation
+        removed. The instance is first read again: what
         ``finish_evacuation`` changed in memory (this host, this host's
         resources) must not be saved by nova's handler, which then puts it
         into ERROR on its source. Never raises.
@@ -485,6 +517,7 @@ class EvacuateCleanupMixin(object):
             LOG.warning('Evacuation failed after the instance was recorded '
                         'on %s (%s): it lives here, its guest is kept',
                         self.host, error, instance=instance)
+            self._finish_recorded(context, instance, evacuation)
             return
         try:
             instance.refresh()
@@ -493,16 +526,72 @@ class EvacuateCleanupMixin(object):
                           'evacuation to %s failed', self.host,
                           instance=instance)
             return
+        # Failed first: the source's start-up then keeps its own copy.
+        if self._fail_migration_here(context, instance, evacuation):
+            self._destroy_after_spawn(context, instance, evacuation, error)
+            self._remove_allocation_here(context, instance)
+
+    def _finish_recorded(self, context, instance, evacuation):
+        """Do what ``finish_evacuation`` left undone once it moved it here.
+
+        Never raises.
+        """
         try:
+            current = objects.Instance.get_by_uuid(
+                context, instance.uuid, expected_attrs=['migration_context'])
+            if current.migration_context is not None and (
+                    current.migration_context.migration_id ==
+                    evacuation.migration.id):
+                current.drop_migration_context()
             migration = objects.Migration.get_by_id(
                 context, evacuation.migration.id)
             if migration.status == 'pre-migrating':
+                self._set_migration_status(migration, 'done')
+        except Exception:
+            LOG.exception('Could not finish recording the evacuation of the '
+                          'instance on %s', self.host, instance=instance)
+
+    def _fail_unstarted(self, context, instance, named):
+        """End an evacuation that failed before its rebuild code ran.
+
+        nova's handler of a failed evacuation only runs once the rebuild
+        has begun; a failure before (recording the instance action, the
+        first placement request) leaves the migration ``accepted``, which
+        the conductor then takes for the next evacuation's, and this
+        host's allocation in place. Both are ended as nova ends a failed
+        evacuation. Never raises.
+        """
+        migration = named.get('migration')
+        if not named.get('recreate') or migration is None or (
+                not migration.obj_attr_is_set('id')):
+            return
+        self._fail_here(context, instance, _Evacuation(None, migration))
+
+    def _fail_here(self, context, instance, evacuation):
+        """The migration ``failed``, this host's allocation removed.
+
+        What nova does for an evacuation that failed on this host; done
+        again where nova's own attempt failed. Only while the instance is
+        not recorded here; never raises.
+        """
+        if self._recorded_here(context, instance) is False and (
+                self._fail_migration_here(context, instance, evacuation)):
+            self._remove_allocation_here(context, instance)
+
+    def _fail_migration_here(self, context, instance, evacuation):
+        """A migration in progress to ``failed``; whether it is over."""
+        try:
+            migration = objects.Migration.get_by_id(
+                context, evacuation.migration.id)
+            if migration.status in ('accepted', 'pre-migrating'):
                 self._set_migration_status(migration, 'failed')
         except Exception:
             LOG.exception('Could not set the evacuation to %s to failed',
                           self.host, instance=instance)
-            return
-        self._destroy_after_spawn(context, instance, evacuation, error)
+            return False
+        return True
+
+    def _remove_allocation_here(self, context, instance):
         try:
             node = self._get_compute_info(context, self.host)
             self.rt.delete_allocation_for_evacuated_instance(
@@ -512,6 +601,58 @@ class EvacuateCleanupMixin(object):
             LOG.exception('Could not remove the allocation of the failed '
                           'evacuation against %s', self.host,
                           instance=instance)
+
+    def _record_original_error(self, context, instance, evacuation):
+        """Record the error that failed the evacuation, if nova did not.
+
+        nova records the instance fault of the exception its rebuild code
+        ends with: when its own handling of the failure failed too (saving
+        the instance in ERROR, recording the fault), that is not the error
+        the operator must see. Never raises.
+        """
+        original = evacuation.error
+        if original is None or sys.exc_info()[1] is original:
+            return
+        try:
+            compute_utils.add_instance_fault_from_exc(
+                context, instance, original,
+                (type(original), original, original.__traceback__))
+        except Exception:
+            LOG.exception('Could not record the error of the failed '
+                          'evacuation to %s', self.host, instance=instance)
+
+    def _release_if_held(self, context, instance, evacuation):
+        """Put the server into ERROR if nova's handler could not.
+
+        nova's handler of a failed evacuation saves the instance in ERROR
+        with no task state as its last step; if that save failed, the
+        server would stay in its rebuild task state with nothing running
+        the evacuation any more. A compare-and-swap on the task state it
+        still has, only while it is not recorded here and its migration
+        is over; never raises.
+        """
+        try:
+            current = objects.Instance.get_by_uuid(
+                context, instance.uuid, expected_attrs=[])
+            if (current.host == self.host or
+                    current.task_state not in task_states.rebuild_states):
+                return
+            migration = objects.Migration.get_by_id(
+                context, evacuation.migration.id)
+            if migration.status not in ('failed', 'error'):
+                return
+            held = current.task_state
+            current.vm_state = vm_states.ERROR
+            current.task_state = None
+            current.save(expected_task_state=[held])
+        except Exception:
+            LOG.exception('Could not put the instance into ERROR after its '
+                          'evacuation to %s failed', self.host,
+                          instance=instance)
+            return
+        LOG.warning('Evacuation to %s failed and nova could not put the '
+                    'instance into ERROR: done (it was %s)', self.host, held,
+                    instance=instance)
 
 
 class ComputeManager(EvacuateCleanupMixin, nova_manager.ComputeManager):

@@ -210,7 +210,7 @@ def _fail_migration(manager, context, finding, network_info,
 
 def _destroy(manager, context, finding, network_info, block_device_info):
     instance = finding.instance
-    present = leftovers.guest(manager.driver, instance)
+    present = leftovers.guest_state(manager.driver, instance)
     # Proof of ownership, taken now.
     owns, why = ownership.proof(finding.entry)
     path = ownership.instance_path(finding.host, instance.uuid)

@@ -1,0 +1,309 @@
+# Copyright 2026 nova-evac-cleanup developers
+#
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""The fault-point explorer: ``tox -e explore [-- OPTIONS]``.
+
+1. Record: each scenario of :mod:`tests.explore.scenario` runs once per
+   storage mode without a fault; the tracer lists its points.
+2. Explore: each point is run again with each fault kind (``raise``;
+   ``die``, in both restart orders), each in a fresh nova.
+3. Report: a table of points x fault kinds x storage modes, with what held
+   or which invariant broke, written to ``--results``.
+
+``--point NAME#N --fault KIND --storage MODE --scenario NAME`` replays one
+cell and prints what broke. ``--sample ci`` runs the sample CI runs. The
+exit code is 1 if any cell broke an invariant or failed to run.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+from tests import functional  # noqa: monkey patching first
+
+from importlib import metadata  # noqa: E402
+
+from nova_evac_cleanup.testing import fake_libvirt  # noqa: E402
+from nova_evac_cleanup.testing import functional as base  # noqa: E402
+from tests.explore import scenario as scenarios  # noqa: E402
+from tests.explore import tracer as tracing  # noqa: E402
+
+#: The sample ``tox -m ci`` runs: every point of the evacuation with
+#: *raise* on one storage mode, and every point of the recovery with *die*.
+CI_SAMPLE = (
+    ('non-shared', 'evacuate', (tracing.RAISE,), ('dest-first',)),
+    ('non-shared', 'spawn-fails', (tracing.RAISE,), ('dest-first',)),
+    ('non-shared', 'sweep', (tracing.DIE,), ('dest-first',)),
+    ('non-shared', 'audit', (tracing.DIE,), ('dest-first',)),
+)
+
+_ROOT = {'evacuate': 'evacuate', 'spawn-fails': 'evacuate',
+         'sweep': 'sweep', 'audit': 'audit'}
+
+
+def delivery():
+    return 'patched nova' if base.fix_mode() == base.FIX_PATCH else 'mixin'
+
+
+def scenarios_of(storage_modes, names):
+    """The scenarios this delivery can run (patched nova: no recovery)."""
+    result = []
+    for storage in storage_modes:
+        for name in names:
+            if delivery() != 'mixin' and name in scenarios.RECOVERY:
+                continue
+            result.append((storage, name))
+    return result
+
+
+def record(storage, name):
+    """The points of one scenario, run without a fault."""
+    outcome, broken, points, error = scenarios.run_cell(
+        scenarios.Cell(storage, name))
+    if error:
+        raise RuntimeError('recording %s on %s failed: %s' % (
+            name, storage, error))
+    root = _ROOT[name]
+    explored = [p for p in points if p[0] == root]
+    if name in scenarios.RECOVERY:
+        return explored
+    if name == 'spawn-fails':
+        # Only what follows the spawn failure is new.
+        failed = points.index(('evacuate', 'driver.spawn:wait_for_boot', 1))
+        return [p for p in points[failed + 1:] if p[0] == root]
+    return explored
+
+
+def cells_for(storage, name, points, kinds, orders):
+    cells = []
+    for root, point, occurrence in points:
+        for kind in kinds:
+            for order in (orders if kind == tracing.DIE else orders[:1]):
+                cells.append(scenarios.Cell(
+                    storage, name, tracing.Fault(root, point, occurrence,
+                                                 kind), order))
+    return cells
+
+
+def _cell_json(cell):
+    fault = cell.fault
+    return {'storage': cell.storage, 'scenario': cell.scenario,
+            'order': cell.order,
+            'fault': fault and [fault.root, fault.name, fault.occurrence,
+                                fault.kind]}
+
+
+def _cell_from(data):
+    fault = data['fault'] and tracing.Fault(*data['fault'])
+    return scenarios.Cell(data['storage'], data['scenario'], fault,
+                          data['order'])
+
+
+def run_cells(cells, workers):
+    """Run cells in ``workers`` processes; the results, in cell order."""
+    if workers <= 1 or len(cells) < 2:
+        return [run_one(cell) for cell in cells]
+    with tempfile.TemporaryDirectory() as tmp:
+        procs = []
+        for index in range(workers):
+            share = cells[index::workers]
+            cells_file = os.path.join(tmp, 'cells-%d.json' % index)
+            out_file = os.path.join(tmp, 'out-%d.json' % index)
+            with open(cells_file, 'w') as stream:
+                json.dump([_cell_json(c) for c in share], stream)
+            procs.append((index, out_file, subprocess.Popen(
+                [sys.executable, '-m', 'tests.explore', '--worker',
+                 cells_file, out_file])))
+        results = [None] * len(cells)
+        for index, out_file, proc in procs:
+            proc.wait()
+            with open(out_file) as stream:
+                for offset, item in enumerate(json.load(stream)):
+                    results[index + offset * workers] = item
+    return results
+
+
+def run_one(cell):
+    started = time.monotonic()
+    outcome, broken, _points, error = scenarios.run_cell(cell)
+    result = {'outcome': outcome, 'broken': broken, 'error': error,
+              'seconds': round(time.monotonic() - started, 1)}
+    print('%-9s %-11s %-45s %-5s %-12s %5.1fs %s' % (
+        cell.storage, cell.scenario,
+        '%s#%d' % (cell.fault.name, cell.fault.occurrence),
+        cell.fault.kind, cell.order, result['seconds'], error or outcome),
+        flush=True)
+    return result
+
+
+def _versions():
+    return {name: metadata.version(name)
+            for name in ('nova', 'openstack-placement', 'nova-evac-cleanup')}
+
+
+def table(cells, results):
+    """The results as an RST grid: a row per point, a column per fault."""
+    columns = []
+    rows = {}
+    for cell, result in zip(cells, results):
+        column = '%s %s%s' % (cell.storage, cell.fault.kind,
+                              '' if cell.fault.kind == tracing.RAISE
+                              else ' ' + cell.order)
+        if column not in columns:
+            columns.append(column)
+        row = (cell.scenario, '%s#%d' % (cell.fault.name,
+                                         cell.fault.occurrence))
+        rows.setdefault(row, {})[column] = (
+            'error' if result['error'] else result['outcome'])
+    header = ['scenario', 'point'] + columns
+    lines = [header] + [
+        [scenario, point] + [rows[(scenario, point)].get(c, '-')
+                             for c in columns]
+        for scenario, point in rows]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+
+    def rule(char):
+        return '+' + '+'.join(char * (w + 2) for w in widths) + '+'
+
+    out = [rule('-')]
+    for number, line in enumerate(lines):
+        out.append('| ' + ' | '.join(
+            text.ljust(w) for text, w in zip(line, widths)) + ' |')
+        out.append(rule('=' if number == 0 else '-'))
+    return '\n'.join(out)
+
+
+def write_results(path, cells, results, counts, seconds, argv):
+    held = sum(1 for r in results if r['outcome'] in ('held', 'kept'))
+    lines = [
+        'Fault-point explorer: %s' % delivery(),
+        '=' * len('Fault-point explorer: %s' % delivery()),
+        '',
+        'Run on %s with %s, %d cells in %d s (``%s``).' % (
+            datetime.date.today().isoformat(),
+            ', '.join('%s %s' % item for item in sorted(_versions().items())),
+            len(cells), seconds, ' '.join(['tox -e explore --'] + argv)),
+        '',
+        'Points per storage mode and scenario: %s.' % '; '.join(
+            '%s %s: %d' % (storage, name, count)
+            for (storage, name), count in counts.items()),
+        '',
+        '%d cells held or kept, %d broke an invariant or failed to run. '
+        '``kept``: %s.' % (held, len(cells) - held, scenarios.KEPT),
+        '',
+        'Invariants:',
+        '',
+    ]
+    lines += ['* ``%s``: %s' % item for item in scenarios.INVARIANTS]
+    lines += ['', table(cells, results), '']
+    broken = [(c, r) for c, r in zip(cells, results)
+              if r['outcome'] not in ('held', 'kept')]
+    if broken:
+        lines += ['What broke', '----------', '']
+        for cell, result in broken:
+            lines.append('* %s %s ``%s#%d`` %s %s: %s' % (
+                cell.storage, cell.scenario, cell.fault.name,
+                cell.fault.occurrence, cell.fault.kind, cell.order,
+                result['error'] or '; '.join(
+                    '%s: %s' % tuple(b) for b in result['broken'])))
+        lines.append('')
+    with open(path, 'w') as stream:
+        stream.write('\n'.join(lines))
+
+
+def parse(argv):
+    parser = argparse.ArgumentParser(prog='tox -e explore --',
+                                     description=__doc__.split('\n\n')[0])
+    parser.add_argument('--storage', action='append',
+                        choices=fake_libvirt.STORAGE_MODES,
+                        help='storage mode (repeatable; default: all)')
+    parser.add_argument('--scenario', action='append',
+                        choices=scenarios.SCENARIOS,
+                        help='scenario (repeatable; default: all)')
+    parser.add_argument('--fault', action='append',
+                        choices=tracing.FAULTS,
+                        help='fault kind (repeatable; default: both)')
+    parser.add_argument('--order', action='append',
+                        choices=scenarios.ORDERS,
+                        help='restart order of die cells (default: both)')
+    parser.add_argument('--point', help='replay one point, NAME#N')
+    parser.add_argument('--sample', choices=['ci'],
+                        help='run the sample CI runs instead')
+    parser.add_argument('--record', action='store_true',
+                        help='only list the points')
+    parser.add_argument('--workers', type=int, default=2)
+    parser.add_argument('--results', help='write the report there')
+    parser.add_argument('--worker', nargs=2, help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse(argv)
+    if args.worker:
+        with open(args.worker[0]) as stream:
+            cells = [_cell_from(c) for c in json.load(stream)]
+        results = [run_one(cell) for cell in cells]
+        with open(args.worker[1], 'w') as stream:
+            json.dump(results, stream)
+        return 0
+    started = time.monotonic()
+    if args.sample == 'ci':
+        plan = [(s, n, k, o) for s, n, k, o in CI_SAMPLE
+                if (s, n) in scenarios_of([s], [n])]
+    else:
+        plan = [(s, n, tuple(args.fault or tracing.FAULTS),
+                 tuple(args.order or scenarios.ORDERS))
+                for s, n in scenarios_of(
+                    args.storage or fake_libvirt.STORAGE_MODES,
+                    args.scenario or scenarios.SCENARIOS)]
+    cells, counts = [], {}
+    for storage, name, kinds, orders in plan:
+        points = record(storage, name)
+        counts[(storage, name)] = len(points)
+        if args.record:
+            print('%s %s: %d points' % (storage, name, len(points)))
+            for root, point, occurrence in points:
+                print('  %s#%d' % (point, occurrence))
+            continue
+        if args.point:
+            points = [p for p in points
+                      if '%s#%d' % (p[1], p[2]) == args.point]
+        cells.extend(cells_for(storage, name, points, kinds, orders))
+    if args.record:
+        return 0
+    if not cells:
+        print('No cell to run: unknown point?', file=sys.stderr)
+        return 2
+    results = run_cells(cells, 1 if args.point else args.workers)
+    seconds = time.monotonic() - started
+    if args.point:
+        for cell, result in zip(cells, results):
+            for invariant, detail in result['broken']:
+                print('  broke %s: %s' % (invariant, detail))
+    if args.results:
+        write_results(args.results, cells, results, counts, seconds, argv)
+    failed = sum(1 for r in results if r['outcome'] not in ('held', 'kept'))
+    print('explore: %d passed, %d failed' % (len(results) - failed, failed))
+    print('Explored %d cells in %d s' % (len(results), seconds))
+    return 1 if failed else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

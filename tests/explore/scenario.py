@@ -1,0 +1,535 @@
+# Copyright 2026 nova-evac-cleanup developers
+#
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""One cell of the explorer: a scenario, a fault at one point, the checks.
+
+Every scenario runs real nova in-process (API, conductor, scheduler,
+placement) on the fake libvirt driver with four computes: ``compute0`` the
+source, ``compute1`` the destination, ``compute2`` the destination of
+another evacuation in flight at the same time. Four servers: the *target*
+and two bystanders on ``compute0`` (one stays there, one is evacuated to
+``compute2`` with the target), one bystander on ``compute1``. ``compute0``
+dies (stopped, forced down, its guests shut off as by the host's death),
+then:
+
+* ``evacuate``: the target is evacuated to ``compute1``;
+* ``spawn-fails``: the same, and its spawn fails in ``wait_for_boot``
+  (the guest was running: the most the spawn leaves);
+* ``sweep``: the same evacuation, ``compute1`` dies right after spawn's
+  ``wait_for_boot`` step, and starts again: its start-up sweep ends the
+  interrupted evacuation;
+* ``audit``: the same death, then ``nova-evac-cleanup audit --delete``
+  ends it while ``compute1`` is down, and ``compute1`` starts again.
+
+The explored fault fires in the evacuation for the first two and in the
+sweep or the audit for the last two (:mod:`tests.explore.tracer`). A
+process that died is restarted without a graceful stop, keeping its
+domains and files; a death or an error inside the recovery is followed by
+a second, normal start (or audit), which must finish the job. The source
+comes back first or last (``source-first``, ``dest-first``). Then the
+invariants of :data:`INVARIANTS` are checked, an HA-style retry evacuates
+the target to ``compute1`` again (at most twice), the source comes back
+and the last ones are checked.
+"""
+
+import io
+import time
+
+import fixtures
+from nova import context as nova_context
+from nova import objects
+from nova.tests.functional.api import client as api_client
+
+from nova_evac_cleanup.cmd import audit as audit_cmd
+from nova_evac_cleanup import host_lock
+from nova_evac_cleanup.testing import fake_libvirt
+from nova_evac_cleanup.testing import functional as base
+from tests.explore import tracer as tracing
+
+SOURCE = base.SOURCE
+DEST = base.DEST
+OTHER = 'compute2'
+
+SCENARIOS = ('evacuate', 'spawn-fails', 'sweep', 'audit')
+#: The scenarios whose explored points are the recovery's.
+RECOVERY = ('sweep', 'audit')
+ORDERS = ('dest-first', 'source-first')
+#: The death that interrupts the evacuation of the recovery scenarios.
+INTERRUPTION = tracing.Fault('evacuate', 'driver.spawn:wait_for_boot', 1,
+                             tracing.DIE)
+
+INVARIANTS = (
+    ('data', "the shared-directory and RBD disks are byte-identical"),
+    ('bystanders', 'nothing of another server or operation changed'),
+    ('stuck', 'no task state left set, no migration pre-migrating or '
+              'accepted'),
+    ('orphaned', 'nothing left on the destination unless the server lives '
+                 'there: domain, non-shared files, allocation'),
+    ('split-brain', 'a running guest only on the host the database names'),
+    ('fault', 'the recorded fault is the original error'),
+    ('retry', 'an HA retry to the same host (at most twice; a hard reboot '
+              'if it is recorded there already, in ERROR) ends ACTIVE, on '
+              'a fresh disk (non-shared) or the user\'s own (shared, RBD)'),
+)
+
+#: What ``kept`` means in the table: the driver's destroy itself failed
+#: in the cleanup of a failed spawn. Nothing may be destroyed then without
+#: a destroy that works: the guest is powered off and kept with its files,
+#: and the next evacuation of the server to this host destroys it first
+#: (``retry`` still holds). ``orphaned`` is the one invariant not met.
+KEPT = ('the driver\'s destroy failed in the cleanup: the guest is powered '
+        'off and kept with its files until the next evacuation of the '
+        'server to this host destroys it first')
+
+_WAIT = 30
+
+
+class Broken(Exception):
+    """An invariant broke."""
+
+    def __init__(self, invariant, detail):
+        super().__init__('%s: %s' % (invariant, detail))
+        self.invariant = invariant
+        self.detail = detail
+
+
+class Cell(object):
+    """What one run explores; ``fault`` None records the points."""
+
+    def __init__(self, storage, scenario, fault=None, order='dest-first'):
+        self.storage = storage
+        self.scenario = scenario
+        self.fault = fault
+        self.order = order
+
+    def key(self):
+        fault = self.fault
+        return (self.storage, self.scenario,
+                fault and '%s#%d' % (fault.name, fault.occurrence),
+                fault and fault.kind, self.order)
+
+
+class ExploreCase(base.EvacuateTestCase):
+    """The scenario of one :class:`Cell`; ``outcome`` says what held."""
+
+    #: set by :func:`run_cell`
+    CELL = None
+
+    def setUp(self):
+        self.STORAGE = self.CELL.storage
+        super().setUp()
+        # The source asks the dead destination whether the storage is
+        # shared; do not wait a minute for the answer.
+        self.flags(rpc_response_timeout=2)
+        self.flags(sweep_on_start='clean', group='evacuate_cleanup')
+        self.compute2 = self._start_compute(OTHER)
+
+    def runTest(self):
+        cell = self.CELL
+        self.points = []
+        self.outcome = None
+        self.broken = []
+        try:
+            self._scenario(cell)
+        except Broken as error:
+            self.broken.append((error.invariant, error.detail))
+        self.outcome = self._verdict(cell)
+        # nova's test case deletes the public attributes at its end.
+        self._ran = (self.outcome, self.broken, self.points)
+
+    def _verdict(self, cell):
+        """``held``, ``kept`` (see :data:`KEPT`), or what broke."""
+        broken = sorted({invariant for invariant, _ in self.broken})
+        if not broken:
+            return 'held'
+        fault = cell.fault
+        if broken == ['orphaned'] and fault is not None and (
+                fault.kind == tracing.RAISE and
+                fault.root == 'evacuate' and
+                self._inside_destroy(fault)):
+            return 'kept'
+        return ', '.join(broken)
+
+    def _inside_destroy(self, fault):
+        """Whether the fault fired inside the cleanup's driver.destroy."""
+        points = self.tracer.points
+        index = self.tracer.fired.get(fault)
+        if index is None:
+            return False
+        opened = [i for i, p in enumerate(points[:index + 1])
+                  if p[1] == 'driver.destroy']
+        return bool(opened) and not any(
+            p[1] in ('journal.remove', 'Migration.save')
+            for p in points[opened[-1]:index])
+
+    # The scenario.
+
+    def _scenario(self, cell):
+        context = nova_context.get_admin_context()
+        # Booted side by side: the servers are independent.
+        self.target, self.stays, self.moves, self.local = [
+            self._wait_for_state_change(server, 'ACTIVE') for server in [
+                self._post_server(host)
+                for host in (SOURCE, SOURCE, SOURCE, DEST)]]
+        self.before = {s['id']: self._disk(s) for s in
+                       (self.target, self.stays, self.moves, self.local)}
+        self.local_state = self._server_state(self.local)
+        self._fail_source()
+        self.world.host_reboot(SOURCE)
+        self.stays_state = self._server_state(self.stays)
+
+        faults = []
+        if cell.scenario in RECOVERY:
+            faults.append(INTERRUPTION)
+        if cell.fault is not None:
+            faults.append(cell.fault)
+        self.tracer = self.useFixture(tracing.Tracer(DEST, faults))
+        if cell.scenario == 'spawn-fails':
+            self.world.inject_spawn_fault(DEST, 'wait_for_boot')
+        ended = self._watch_rebuilds()
+        self.api.post_server_action(self.moves['id'],
+                                    {'evacuate': {'host': OTHER}})
+        self.api.post_server_action(self.target['id'],
+                                    {'evacuate': {'host': DEST}})
+        self._wait(lambda: self.target['id'] in ended, 'the evacuation')
+        dead = self.tracer.died.ready()
+        if dead:
+            self._kill_dest()
+        # The other evacuation ends (its server was ACTIVE before it).
+        self._wait(lambda: self._moved_on(self.moves, OTHER),
+                   'the other evacuation')
+
+        source_down = True
+        if dead and cell.order == 'source-first':
+            self._restart_source()
+            source_down = False
+        if cell.scenario == 'audit':
+            self._audit_with_fault()
+        if dead:
+            self._start_dest_with_fault(
+                explored=cell.scenario == 'sweep')
+        self._settle()
+        self.points = list(self.tracer.points)
+        self.tracer.disarm()
+        self._check_phase_one(cell, context)
+
+        if not source_down:
+            self._stop_source()
+        self._ha_retry(cell)
+        if source_down:
+            self._restart_source()
+        self._check_split_brain()
+        self._check_bystanders()
+
+    def _post_server(self, host):
+        return self.api.post_server({'server': self._build_server(
+            host=host, networks='none')})
+
+    def _moved_on(self, server, host):
+        """Whether the evacuation of ``server`` to ``host`` has ended."""
+        server = self.api.get_server(server['id'])
+        if server['OS-EXT-STS:task_state'] is not None:
+            return False
+        return server['OS-EXT-SRV-ATTR:host'] == host or any(
+            m.status in ('failed', 'error')
+            for m in self._migrations(server['id']))
+
+    def _watch_rebuilds(self):
+        """The instances whose rebuild_instance on compute1 ended."""
+        manager = self.compute1.manager
+        real = manager.rebuild_instance
+        ended = []
+
+        def rebuild_instance(context, instance, *args, **kwargs):
+            try:
+                return real(context, instance, *args, **kwargs)
+            finally:
+                ended.append(instance.uuid)
+
+        # The RPC dispatcher looks the method up on the manager object.
+        manager.rebuild_instance = rebuild_instance
+        return ended
+
+    def _wait(self, predicate, what, timeout=_WAIT):
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            if time.monotonic() > deadline:
+                self.fail('timed out waiting for %s' % (
+                    what() if callable(what) else what))
+            time.sleep(0.05)
+
+    # Deaths and restarts.
+
+    def _kill_dest(self):
+        """compute1 died: no graceful stop, its lock goes with it."""
+        service = self.compute1
+        service.rpcserver.stop()
+        if getattr(service, 'rpcserver_alt', None) is not None:
+            service.rpcserver_alt.stop()
+        service.tg.stop()
+        host_lock.release(DEST)
+        self._force_down(DEST, True)
+
+    def _force_down(self, host, down):
+        service = self.admin_api.get_services(
+            binary='nova-compute', host=host)[0]
+        self.admin_api.put_service_force_down(service['id'], down)
+
+    def _start_dest(self):
+        self._force_down(DEST, False)
+        cell_name = self.host_mappings[DEST].cell_mapping.name
+        self.compute1 = self.start_service('compute', host=DEST,
+                                           cell_name=cell_name)
+
+    def _start_dest_with_fault(self, explored):
+        """compute1 starts; with ``explored`` its sweep meets the fault.
+
+        A start that dies or fails is followed by a normal one.
+        """
+        try:
+            self._start_dest()
+        except tracing.ProcessDied:
+            self.tracer.resurrect()
+            self._kill_dest()
+            self.tracer.disarm()
+            self._start_dest()
+            return
+        if explored and self.CELL.fault in self.tracer.fired:
+            self.tracer.disarm()
+            self._kill_dest()
+            self._start_dest()
+
+    def _audit(self):
+        build = audit_cmd.build_manager
+
+        def build_manager(host, **kwargs):
+            compute = build(host, **kwargs)
+            # The fake driver learns its host in init_host, which the audit
+            # skips; libvirt's reaches libvirtd without it.
+            compute.driver._host = host
+            return compute
+
+        with fixtures.MonkeyPatch(
+                'nova_evac_cleanup.cmd.audit.build_manager', build_manager):
+            with fixtures.MonkeyPatch('sys.stderr', io.StringIO()):
+                return audit_cmd.run(delete=True, as_json=True,
+                                     out=io.StringIO(), host=DEST)
+
+    def _audit_with_fault(self):
+        """audit --delete meets the fault; then a normal one."""
+        try:
+            self._audit()
+        except tracing.ProcessDied:
+            self.tracer.resurrect()
+            host_lock.release(DEST)
+        if self.CELL.fault in self.tracer.fired:
+            self.tracer.disarm()
+            self._audit()
+
+    def _restart_source(self):
+        # nova refuses to force a host up while it has evacuations done
+        # from it that its own start-up has not cleaned up yet.
+        self.compute0 = self.restart_compute_service(self.compute0)
+        self._force_down(SOURCE, False)
+
+    def _stop_source(self):
+        self.compute0.stop()
+        self._force_down(SOURCE, True)
+        self.world.host_reboot(SOURCE)
+
+    def _settle(self):
+        """Let the late work of a start end (the sweep's guest report)."""
+        time.sleep(0.2)
+
+    # What is seen.
+
+    def _disk(self, server):
+        """The checksum of a server's disk where its host sees it."""
+        host = server['OS-EXT-SRV-ATTR:host']
+        return self.world.disk_checksum(host, server['id'])
+
+    def _server_state(self, server):
+        server = self.api.get_server(server['id'])
+        return (server['status'], server['OS-EXT-SRV-ATTR:host'],
+                server['OS-EXT-STS:task_state'],
+                self.world.domain_state(server['OS-EXT-SRV-ATTR:host'],
+                                        server['id']))
+
+    def _migrations(self, uuid):
+        """The migrations of a server, oldest first."""
+        return sorted(objects.MigrationList.get_by_filters(
+            nova_context.get_admin_context(), {'instance_uuid': uuid}),
+            key=lambda migration: migration.id)
+
+    def _break(self, invariant, detail):
+        self.broken.append((invariant, detail))
+
+    # The invariants.
+
+    def _check_phase_one(self, cell, context):
+        server = self.api.get_server(self.target['id'])
+        uuid = server['id']
+        host = server['OS-EXT-SRV-ATTR:host']
+        if self.STORAGE in ('shared', 'rbd'):
+            disk = self.world.disk_checksum(SOURCE, uuid)
+            if disk != self.before[uuid]:
+                self._break('data', 'the disk of the target changed: %s' %
+                            ('gone' if disk is None else 'other bytes'))
+        if server['OS-EXT-STS:task_state'] is not None:
+            self._break('stuck', 'task state %s' %
+                        server['OS-EXT-STS:task_state'])
+        busy = [m.status for m in self._migrations(uuid)
+                if m.status in ('pre-migrating', 'accepted')]
+        if busy:
+            self._break('stuck', 'migration %s' % busy[0])
+        if host != DEST:
+            domain = self.world.domain_state(DEST, uuid)
+            if domain is not None:
+                self._break('orphaned', 'a %s domain on %s' % (domain, DEST))
+            files = self.world.files(DEST, uuid)
+            if self.STORAGE == 'non-shared' and files:
+                self._break('orphaned', 'files on %s: %s' % (
+                    DEST, ', '.join(sorted(files))))
+            if self.STORAGE == 'rbd' and [
+                    name for name in files if 'disk' in name and
+                    not name.startswith(fake_libvirt.RBD_DISK_KEY)]:
+                self._break('orphaned', 'a local disk on %s' % DEST)
+            if self._dest_allocation(server) is not None:
+                self._break('orphaned', 'an allocation against %s' % DEST)
+        self._check_split_brain()
+        self._check_fault(cell, server)
+
+    def _check_split_brain(self):
+        server = self.api.get_server(self.target['id'])
+        running = [h for h in (SOURCE, DEST, OTHER)
+                   if self.world.domain_state(h, server['id']) == 'running']
+        if set(running) - {server['OS-EXT-SRV-ATTR:host']}:
+            self._break('split-brain', 'running on %s, recorded on %s' % (
+                ', '.join(running), server['OS-EXT-SRV-ATTR:host']))
+
+    def _check_fault(self, cell, server):
+        if server['status'] != 'ERROR' or cell.scenario in RECOVERY:
+            return
+        fired = self.tracer.fired.get(cell.fault)
+        spawn_failed = self.tracer.index_of(
+            ('evacuate', 'driver.spawn:wait_for_boot', 1))
+        if cell.scenario == 'spawn-fails' and (
+                fired is None or spawn_failed is not None and
+                fired > spawn_failed):
+            expected = 'FakeLibvirtError'
+        elif fired is not None and cell.fault.kind == tracing.RAISE:
+            expected = 'InjectedFault'
+        else:
+            return
+        message = (server.get('fault') or {}).get('message', '')
+        if expected not in message:
+            self._break('fault', 'fault %r, not the original %s' % (
+                message, expected))
+
+    def _check_bystanders(self):
+        if self._server_state(self.stays) != self.stays_state:
+            self._break('bystanders', 'the server left on %s changed: %s' % (
+                SOURCE, self._server_state(self.stays)))
+        if self._server_state(self.local) != self.local_state:
+            self._break('bystanders', 'the server on %s changed: %s' % (
+                DEST, self._server_state(self.local)))
+        if self._disk(self.local) != self.before[self.local['id']]:
+            self._break('bystanders', 'the disk of the server on %s '
+                        'changed' % DEST)
+        moved = self._server_state(self.moves)
+        if moved[:3] != ('ACTIVE', OTHER, None):
+            self._break('bystanders', 'the other evacuation ended %s' %
+                        (moved,))
+        if self.STORAGE in ('shared', 'rbd') and (
+                self._disk(self.api.get_server(self.moves['id'])) !=
+                self.before[self.moves['id']]):
+            self._break('bystanders', 'the disk of the other evacuation '
+                        'changed')
+
+    def _ha_retry(self, cell):
+        """Evacuate the target to compute1 again, at most twice."""
+        uuid = self.target['id']
+        server = self.api.get_server(uuid)
+        if server['OS-EXT-SRV-ATTR:host'] == DEST and (
+                server['status'] == 'ERROR'):
+            # It lives on compute1 already, in ERROR: what an HA tool does
+            # with a server in ERROR on a live host is a hard reboot.
+            self.api.post_server_action(uuid, {'reboot': {'type': 'HARD'}})
+            server = self._wait_for_state_change(server, 'ACTIVE')
+        attempts = 0
+        while server['OS-EXT-SRV-ATTR:host'] != DEST or (
+                server['status'] != 'ACTIVE'):
+            if attempts == 2:
+                self._break('retry', 'still %s on %s after two retries: %s'
+                            % (server['status'],
+                               server['OS-EXT-SRV-ATTR:host'],
+                               (server.get('fault') or {}).get('message')))
+                return
+            attempts += 1
+            before = {m.uuid for m in self._migrations(uuid)}
+            try:
+                self.api.post_server_action(uuid,
+                                            {'evacuate': {'host': DEST}})
+            except api_client.OpenStackApiException as error:
+                self._break('retry', 'evacuate refused: %s' % error)
+                return
+            self._wait(lambda: [m for m in self._migrations(uuid)
+                                if m.uuid not in before and m.status in (
+                                    'done', 'failed', 'error')],
+                       lambda: 'the retry (migrations: %s)' % ', '.join(
+                           '%s %s' % (m.migration_type, m.status)
+                           for m in self._migrations(uuid)))
+            self._wait(lambda: self.api.get_server(uuid)[
+                'OS-EXT-STS:task_state'] is None, 'the retry to end')
+            server = self.api.get_server(uuid)
+        generation = self.world.disk_generation(DEST, uuid)
+        if self.STORAGE == 'non-shared':
+            latest = [r for r in self.world.spawns(DEST, uuid)
+                      if r.succeeded]
+            if not latest or generation != latest[-1].generation or (
+                    not self.world.disk_is_complete(DEST, uuid)):
+                self._break('retry', 'ACTIVE on a stale disk (generation '
+                            '%s)' % generation)
+        elif self.world.disk_checksum(DEST, uuid) != self.before[uuid]:
+            self._break('retry', 'ACTIVE, not on the user\'s own disk')
+
+
+def case_class(storage):
+    return type('Explore_%s' % storage.replace('-', '_'), (ExploreCase,),
+                {'STORAGE': storage})
+
+
+def run_cell(cell):
+    """Run one cell in this process.
+
+    :returns: ``(outcome, broken, points, error)``: ``outcome`` is
+        ``held``, the broken invariants, or ``error`` when the scenario
+        itself failed (then ``error`` says why)
+    """
+    import testtools
+
+    cls = case_class(cell.storage)
+    cls.CELL = cell
+    case = cls('runTest')
+    result = testtools.TestResult()
+    case.run(result)
+    problems = result.errors + result.failures
+    if problems:
+        return ('error', [], [],
+                problems[0][1].strip().splitlines()[-1][:300])
+    if not hasattr(case, '_ran'):
+        return ('error', [], [], 'the scenario did not run: %s' % (
+            result.skip_reasons or result))
+    outcome, broken, points = case._ran
+    return outcome, broken, points, None
