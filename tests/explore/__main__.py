@@ -73,20 +73,33 @@ def scenarios_of(storage_modes, names):
 
 
 def record(storage, name):
-    """The points of one scenario, run without a fault."""
+    """The points of one scenario, run without a fault.
+
+    :returns: the points, and what the run without a fault gave (a
+        scenario that breaks an invariant or fails with no fault at all
+        is a finding too; its points up to there are explored)
+    """
     outcome, broken, points, error = scenarios.run_cell(
         scenarios.Cell(storage, name))
-    if error:
-        raise RuntimeError('recording %s on %s failed: %s' % (
-            name, storage, error))
+    baseline = {'outcome': outcome, 'broken': broken, 'error': error}
+    if outcome != 'held':
+        print('%-9s %-11s %-45s %s' % (storage, name, '(no fault)',
+                                       error or broken), flush=True)
+    return _explored(name, points), baseline
+
+
+def _explored(name, points):
     root = _ROOT[name]
     explored = [p for p in points if p[0] == root]
     if name in scenarios.RECOVERY:
         return explored
     if name == 'spawn-fails':
         # Only what follows the spawn failure is new.
-        failed = points.index(('evacuate', 'driver.spawn:wait_for_boot', 1))
-        return [p for p in points[failed + 1:] if p[0] == root]
+        failed = ('evacuate', 'driver.spawn:wait_for_boot', 1)
+        if failed not in points:
+            return []
+        return [p for p in points[points.index(failed) + 1:]
+                if p[0] == root]
     return explored
 
 
@@ -189,7 +202,7 @@ def table(cells, results):
     return '\n'.join(out)
 
 
-def write_results(path, cells, results, counts, seconds, argv):
+def write_results(path, cells, results, counts, baselines, seconds, argv):
     held = sum(1 for r in results if r['outcome'] in ('held', 'kept'))
     lines = [
         'Fault-point explorer: %s' % delivery(),
@@ -203,6 +216,11 @@ def write_results(path, cells, results, counts, seconds, argv):
         'Points per storage mode and scenario: %s.' % '; '.join(
             '%s %s: %d' % (storage, name, count)
             for (storage, name), count in counts.items()),
+        '',
+        'Each scenario without a fault: %s.' % '; '.join(
+            '%s %s: %s' % (storage, name, result['error'] or
+                           result['outcome'])
+            for (storage, name), result in baselines.items()),
         '',
         '%d cells held or kept, %d broke an invariant or failed to run. '
         '``kept``: %s.' % (held, len(cells) - held, scenarios.KEPT),
@@ -247,6 +265,8 @@ def parse(argv):
                         help='run the sample CI runs instead')
     parser.add_argument('--record', action='store_true',
                         help='only list the points')
+    parser.add_argument('--no-junk', action='store_true',
+                        help='no foreign files in the journal directory')
     parser.add_argument('--workers', type=int, default=2)
     parser.add_argument('--results', help='write the report there')
     parser.add_argument('--worker', nargs=2, help=argparse.SUPPRESS)
@@ -264,6 +284,9 @@ def main(argv=None):
             json.dump(results, stream)
         return 0
     started = time.monotonic()
+    if args.no_junk:
+        # Read by the scenarios, here and in the workers.
+        os.environ['EXPLORE_NO_JUNK'] = '1'
     if args.sample == 'ci':
         plan = [(s, n, k, o) for s, n, k, o in CI_SAMPLE
                 if (s, n) in scenarios_of([s], [n])]
@@ -273,9 +296,9 @@ def main(argv=None):
                 for s, n in scenarios_of(
                     args.storage or fake_libvirt.STORAGE_MODES,
                     args.scenario or scenarios.SCENARIOS)]
-    cells, counts = [], {}
+    cells, counts, baselines = [], {}, {}
     for storage, name, kinds, orders in plan:
-        points = record(storage, name)
+        points, baselines[(storage, name)] = record(storage, name)
         counts[(storage, name)] = len(points)
         if args.record:
             print('%s %s: %d points' % (storage, name, len(points)))
@@ -298,9 +321,12 @@ def main(argv=None):
             for invariant, detail in result['broken']:
                 print('  broke %s: %s' % (invariant, detail))
     if args.results:
-        write_results(args.results, cells, results, counts, seconds, argv)
-    failed = sum(1 for r in results if r['outcome'] not in ('held', 'kept'))
-    print('explore: %d passed, %d failed' % (len(results) - failed, failed))
+        write_results(args.results, cells, results, counts, baselines,
+                      seconds, argv)
+    failed = sum(1 for r in results + list(baselines.values())
+                 if r['outcome'] not in ('held', 'kept'))
+    print('explore: %d passed, %d failed' % (
+        len(results) + len(baselines) - failed, failed))
     print('Explored %d cells in %d s' % (len(results), seconds))
     return 1 if failed else 0
 

@@ -44,9 +44,11 @@ and the last ones are checked.
 """
 
 import io
+import os
 import time
 
 import fixtures
+import nova.conf
 from nova import context as nova_context
 from nova import objects
 from nova.tests.functional.api import client as api_client
@@ -57,6 +59,7 @@ from nova_evac_cleanup.testing import fake_libvirt
 from nova_evac_cleanup.testing import functional as base
 from tests.explore import tracer as tracing
 
+CONF = nova.conf.CONF
 SOURCE = base.SOURCE
 DEST = base.DEST
 OTHER = 'compute2'
@@ -75,8 +78,12 @@ INVARIANTS = (
     ('stuck', 'no task state left set, no migration pre-migrating or '
               'accepted'),
     ('orphaned', 'nothing left on the destination unless the server lives '
-                 'there: domain, non-shared files, allocation'),
+                 'there: domain, non-shared files, allocation; where it '
+                 'lives, its allocation'),
     ('split-brain', 'a running guest only on the host the database names'),
+    ('released-last', 'a recovery that dies or fails has not released the '
+                      'server (task state) while anything of the evacuation '
+                      'is left on the destination'),
     ('fault', 'the recorded fault is the original error'),
     ('retry', 'an HA retry to the same host (at most twice; a hard reboot '
               'if it is recorded there already, in ERROR) ends ACTIVE, on '
@@ -91,6 +98,18 @@ INVARIANTS = (
 KEPT = ('the driver\'s destroy failed in the cleanup: the guest is powered '
         'off and kept with its files until the next evacuation of the '
         'server to this host destroys it first')
+
+#: Files in compute1's journal directory that are not its entries: valid
+#: JSON that is not an object, empty, truncated, a directory, another
+#: host's entry. Part of every scenario, as bystanders.
+JUNK = {
+    'not-an-object.json': '[1, 2]',
+    'empty.json': '',
+    'truncated.json': '{"host": "compute1", "instance_uu',
+    'a-directory.json': None,
+    'other-host.json': '{"host": "compute9", "instance_uuid": "x", '
+                       '"migration_uuid": "other-host", "migration_id": 1}',
+}
 
 _WAIT = 30
 
@@ -188,6 +207,8 @@ class ExploreCase(base.EvacuateTestCase):
         self._fail_source()
         self.world.host_reboot(SOURCE)
         self.stays_state = self._server_state(self.stays)
+        if not os.environ.get('EXPLORE_NO_JUNK'):
+            self._put_junk()
 
         faults = []
         if cell.scenario in RECOVERY:
@@ -195,6 +216,8 @@ class ExploreCase(base.EvacuateTestCase):
         if cell.fault is not None:
             faults.append(cell.fault)
         self.tracer = self.useFixture(tracing.Tracer(DEST, faults))
+        # What was recorded survives a scenario that fails half-way.
+        self._points_seen = self.tracer.points
         if cell.scenario == 'spawn-fails':
             self.world.inject_spawn_fault(DEST, 'wait_for_boot')
         ended = self._watch_rebuilds()
@@ -231,6 +254,7 @@ class ExploreCase(base.EvacuateTestCase):
             self._restart_source()
         self._check_split_brain()
         self._check_bystanders()
+        self._check_junk()
 
     def _post_server(self, host):
         return self.api.post_server({'server': self._build_server(
@@ -303,11 +327,13 @@ class ExploreCase(base.EvacuateTestCase):
             self.tracer.resurrect()
             self._kill_dest()
             self.tracer.disarm()
+            self._check_released_last()
             self._start_dest()
             return
         if explored and self.CELL.fault in self.tracer.fired:
             self.tracer.disarm()
             self._kill_dest()
+            self._check_released_last()
             self._start_dest()
 
     def _audit(self):
@@ -335,6 +361,7 @@ class ExploreCase(base.EvacuateTestCase):
             host_lock.release(DEST)
         if self.CELL.fault in self.tracer.fired:
             self.tracer.disarm()
+            self._check_released_last()
             self._audit()
 
     def _restart_source(self):
@@ -407,8 +434,51 @@ class ExploreCase(base.EvacuateTestCase):
                 self._break('orphaned', 'a local disk on %s' % DEST)
             if self._dest_allocation(server) is not None:
                 self._break('orphaned', 'an allocation against %s' % DEST)
+        elif self._dest_allocation(server) is None:
+            self._break('orphaned', 'it lives on %s without an allocation '
+                        'there' % DEST)
         self._check_split_brain()
         self._check_fault(cell, server)
+
+    def _check_released_last(self):
+        """After a recovery died or failed: not released half-way."""
+        server = self.api.get_server(self.target['id'])
+        if server['OS-EXT-STS:task_state'] is not None or (
+                server['OS-EXT-SRV-ATTR:host'] == DEST):
+            return
+        uuid = server['id']
+        left = [what for what, there in (
+            ('a domain', self.world.domain_state(DEST, uuid)),
+            ('an allocation', self._dest_allocation(server)),
+            ('files', self.STORAGE == 'non-shared' and
+             self.world.files(DEST, uuid))) if there]
+        if left:
+            self._break('released-last', 'released while %s is left on %s' %
+                        (' and '.join(left), DEST))
+
+    def _check_junk(self):
+        """The foreign files in compute1's journal are all still there."""
+        if os.environ.get('EXPLORE_NO_JUNK'):
+            return
+        for name in sorted(JUNK):
+            if not os.path.lexists(os.path.join(self._journal_dir(), name)):
+                self._break('bystanders', 'the foreign journal file %s is '
+                            'gone' % name)
+
+    def _journal_dir(self):
+        return os.path.join(CONF.evacuate_cleanup.journal_path, DEST)
+
+    def _put_junk(self):
+        """Foreign files a journal directory may hold: none may matter."""
+        directory = self._journal_dir()
+        os.makedirs(directory, exist_ok=True)
+        for name, content in sorted(JUNK.items()):
+            path = os.path.join(directory, name)
+            if content is None:
+                os.mkdir(path)
+            else:
+                with open(path, 'w') as stream:
+                    stream.write(content)
 
     def _check_split_brain(self):
         server = self.api.get_server(self.target['id'])
@@ -526,7 +596,7 @@ def run_cell(cell):
     case.run(result)
     problems = result.errors + result.failures
     if problems:
-        return ('error', [], [],
+        return ('error', [], list(getattr(case, '_points_seen', [])),
                 problems[0][1].strip().splitlines()[-1][:300])
     if not hasattr(case, '_ran'):
         return ('error', [], [], 'the scenario did not run: %s' % (

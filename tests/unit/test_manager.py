@@ -806,3 +806,160 @@ class TestEndEvacuation(RebuildTestCase):
         self.compute._end_evacuation(self.context, self.instance, evacuation)
         self.assertEqual([], journal.entries(self.compute.host))
         self.assertFalse(os.path.exists(path))
+
+
+class TestWhatTheExplorerFound(RebuildTestCase):
+    """Regressions for the cells the fault-point explorer broke.
+
+    Each test names its cell of ``tox -e explore`` (scenario, point, fault)
+    on non-shared storage; ``tests/explore/RESULTS.rst`` has the table.
+    """
+
+    def setUp(self):
+        super().setUp()
+        self.migration = self._migration(self.instance)
+        self.useFixture(test.fixtures.MockPatchObject(
+            objects.Migration, 'get_by_id', return_value=self.migration))
+        self.mock_migration_save = self.useFixture(
+            test.fixtures.MockPatchObject(objects.Migration, 'save')).mock
+        self.current = objects.Instance(
+            uuid=self.instance.uuid, host='compute0',
+            task_state=task_states.REBUILD_SPAWNING,
+            vm_state=vm_states.ACTIVE, migration_context=None)
+        self.useFixture(test.fixtures.MockPatchObject(
+            objects.Instance, 'get_by_uuid', return_value=self.current))
+        self.mock_deallocate = self.useFixture(
+            test.fixtures.MockPatchObject(
+                self.compute.rt,
+                'delete_allocation_for_evacuated_instance')).mock
+        self.useFixture(test.fixtures.MockPatchObject(
+            self.compute, '_get_compute_info',
+            return_value=objects.ComputeNode(hypervisor_hostname='node')))
+
+    def _evacuating(self, error=None):
+        """The evacuation as the mixin holds it while nova handles it."""
+        evacuation = manager._Evacuation(None, self.migration)
+        evacuation.error = error
+        self.compute._evacuations[self.instance.uuid] = evacuation
+        return evacuation
+
+    def test_destroy_failure_powers_the_guest_off(self):
+        """spawn-fails, driver.destroy#1, raise: split brain before."""
+        self._fail_spawn()
+        self.mock_destroy.side_effect = DestroyFailed('destroy failed')
+        with mock.patch.object(self.driver, 'power_off') as power_off:
+            self.assertRaises(SpawnFailed, self._rebuild)
+        power_off.assert_called_once_with(mock.ANY)
+        self.assertEqual(self.instance.uuid,
+                         power_off.call_args.args[0].uuid)
+
+    def test_next_evacuation_destroys_the_kept_guest(self):
+        """spawn-fails, driver.destroy#1, raise: refused forever before."""
+        self._fail_spawn()
+        self.mock_destroy.side_effect = DestroyFailed('destroy failed')
+        self.assertRaises(SpawnFailed, self._rebuild)
+        [entry] = journal.entries(self.compute.host)
+        self.compute._end_evacuation(
+            self.context, self.instance,
+            manager._Evacuation(entry, self.migration))
+        guest = {'here': True}
+        self.mock_exists.side_effect = lambda instance: guest['here']
+
+        def destroy(*args, **kwargs):
+            guest['here'] = False
+            path = os.path.join(self.instances, self.instance.uuid)
+            for name in os.listdir(path):
+                os.unlink(os.path.join(path, name))
+            os.rmdir(path)
+
+        self.mock_destroy.side_effect = destroy
+        self.mock_spawn.side_effect = None
+        with mock.patch.object(self.driver, 'get_info',
+                               return_value=mock.Mock(state=1)):
+            leftovers.clear_or_refuse(self.compute, self.context,
+                                      self.instance)
+        self.assertEqual(True,
+                         self.mock_destroy.call_args.kwargs['destroy_disks'])
+        self.assertEqual([], journal.entries(self.compute.host))
+
+    def test_nova_handler_failure_keeps_the_spawn_error(self):
+        """spawn-fails, placement.PUT /allocations/{uuid}#1, raise."""
+        spawn_error = SpawnFailed('spawn failed')
+        self._evacuating(spawn_error)
+
+        def handled():
+            with self.compute._error_out_instance_on_exception(
+                    self.context, self.instance):
+                try:
+                    raise spawn_error
+                except SpawnFailed:
+                    # nova's handler removes this host's allocation: fails.
+                    raise exception.AllocationDeleteFailed(
+                        consumer_uuid=self.instance.uuid, error='503')
+
+        raised = self.assertRaises(SpawnFailed, handled)
+        self.assertIs(spawn_error, raised)
+        self.assertEqual('failed', self.migration.status)
+        self.mock_deallocate.assert_called_once_with(
+            self.context, self.instance, 'node', node_type='destination')
+
+    def test_original_error_recorded_if_nova_could_not(self):
+        """spawn-fails, InstanceFault.create#1 and Instance.save#6, raise."""
+        spawn_error = SpawnFailed('spawn failed')
+        evacuation = self._evacuating(spawn_error)
+        with mock.patch('nova.compute.utils.add_instance_fault_from_exc'
+                        ) as add_fault:
+            try:
+                raise DestroyFailed('saving the instance in ERROR failed')
+            except DestroyFailed:
+                self.compute._record_original_error(
+                    self.context, self.instance, evacuation)
+        add_fault.assert_called_once_with(
+            self.context, self.instance, spawn_error, mock.ANY)
+
+    def test_server_left_in_its_task_state_put_into_error(self):
+        """spawn-fails, Instance.save#7, raise: stuck before."""
+        self.migration.status = 'failed'
+        self.mock_save.reset_mock()
+        self.compute._release_if_held(self.context, self.instance,
+                                      self._evacuating())
+        self.mock_save.assert_called_once_with(
+            expected_task_state=[task_states.REBUILD_SPAWNING])
+        self.assertEqual(vm_states.ERROR, self.current.vm_state)
+        self.assertIsNone(self.current.task_state)
+
+    def test_recorded_here_finishes_finish_evacuation(self):
+        """evacuate, Migration.save#2, raise: pre-migrating before."""
+        self.current.host = self.compute.host
+        self.current.migration_context = objects.MigrationContext(
+            migration_id=self.migration.id)
+        with mock.patch.object(self.current,
+                               'drop_migration_context') as drop:
+            self.compute._end_unrecorded_evacuation(
+                self.context, self.instance, self._evacuating(),
+                DestroyFailed('the migration save failed'))
+        drop.assert_called_once_with()
+        self.assertEqual('done', self.migration.status)
+        self.mock_deallocate.assert_not_called()
+        self.mock_destroy.assert_not_called()
+
+    def test_failure_before_the_rebuild_began(self):
+        """evacuate, InstanceActionEvent.event_start#1, raise.
+
+        The migration stayed ``accepted``: the conductor took it for the
+        next evacuation's, which then never ended.
+        """
+        self.migration.status = 'accepted'
+        with mock.patch.object(nova_manager.ComputeManager,
+                               'rebuild_instance',
+                               side_effect=DestroyFailed('event_start')):
+            self.assertRaises(
+                DestroyFailed, self.compute.rebuild_instance, self.context,
+                self.instance, None, None, None, None, None, None,
+                recreate=True, on_shared_storage=None,
+                preserve_ephemeral=False, migration=self.migration,
+                scheduled_node='node', limits={}, request_spec=None,
+                accel_uuids=[], reimage_boot_volume=False,
+                target_state=None)
+        self.assertEqual('failed', self.migration.status)
+        self.mock_deallocate.assert_called_once()

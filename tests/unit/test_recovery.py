@@ -208,7 +208,7 @@ class TestRecover(test.NoDBTestCase):
         self.useFixture(test.fixtures.MockPatch(
             'nova_evac_cleanup.unwind.unwind', return_value=([], [])))
         self.useFixture(test.fixtures.MockPatch(
-            'nova_evac_cleanup.leftovers.guest', return_value='running'))
+            'nova_evac_cleanup.leftovers.guest_state', return_value='running'))
         self.useFixture(test.fixtures.MockPatch(
             'nova_evac_cleanup.findings.allocations', return_value={}))
         self.calls = []
