@@ -63,7 +63,11 @@ _OVER = frozenset(['confirmed', 'reverted', 'error', 'failed', 'completed',
 #: Statuses of an evacuation this host may still have to end:
 #: ``pre-migrating`` (the claim), ``completed`` (by a source that came back
 #: first), ``failed`` (by nova's handler, or this host's own ending, cut).
-_ENDABLE = ('pre-migrating', 'completed', 'failed')
+#: The statuses of an evacuation this host may end: in progress
+#: (``accepted`` when it died before its rebuild code began), or set by
+#: its source's start-up (``completed``) or by nova's handler (``failed``).
+_IN_PROGRESS = ('accepted', 'pre-migrating')
+_ENDABLE = _IN_PROGRESS + ('completed', 'failed')
 _INSTANCE_ATTRS = ['info_cache', 'flavor', 'migration_context']
 
 
@@ -293,7 +297,7 @@ def _actions(finding):
     """What ending the interrupted evacuation does, in order."""
     instance, migration = finding.instance, finding.migration
     actions = []
-    if migration.status == 'pre-migrating':
+    if migration.status in _IN_PROGRESS:
         actions.append('set migration %s to failed' % migration.uuid)
     actions.append('destroy the guest on %s and %s' % (
         finding.host, 'remove its disks' if finding.owns_directory

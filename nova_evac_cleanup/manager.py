@@ -347,10 +347,15 @@ class EvacuateCleanupMixin(object):
     def rebuild_instance(self, context, instance, *args, **kwargs):
         """Run nova's rebuild, then end the evacuation's journal entry.
 
-        Only once nova's handlers have ended the evacuation (the instance
-        recorded here, or put into ERROR on its source): a death before
-        that leaves the entry to the next start.
+        The evacuation is journaled before nova's code runs: a death at
+        any point of it, even before nova's rebuild code began (the
+        migration then stays ``accepted``), leaves an entry to the next
+        start. It is ended only once nova's handlers have ended the
+        evacuation (the instance recorded here, or put into ERROR on its
+        source).
         """
+        early = self._journal_early(instance, _named(
+            'rebuild_instance', (context, instance) + args, kwargs))
         try:
             result = super().rebuild_instance(context, instance, *args,
                                               **kwargs)
@@ -362,17 +367,48 @@ class EvacuateCleanupMixin(object):
                                                 evacuation)
                     self._release_if_held(context, instance, evacuation)
                     self._end_evacuation(context, instance, evacuation)
-            elif self._cleanup_enabled():
+            elif early is not None:
+                # It failed before nova's rebuild code began: nothing of it
+                # was made here.
                 with excutils.save_and_reraise_exception():
-                    self._fail_unstarted(context, instance,
-                                         _named('rebuild_instance',
-                                                (context, instance) + args,
-                                                kwargs))
+                    self._fail_here(context, instance, early)
+                    self._forget(early.entry, instance)
             raise
         evacuation = self._evacuations.pop(instance.uuid, None)
         if evacuation is not None:
             self._end_evacuation(context, instance, evacuation)
+        elif early is not None:
+            self._forget(early.entry, instance)
         return result
+
+    def _journal_early(self, instance, named):
+        """Journal an evacuation to this host before nova's code runs.
+
+        :returns: the evacuation, or None if it is none to journal
+        :raises OSError: it could not be journaled: refused, as a death
+            during it would leave what no start could end
+        """
+        migration = named.get('migration')
+        if not (self._cleanup_enabled() and named.get('recreate') and
+                migration is not None and migration.obj_attr_is_set('uuid')
+                and migration.obj_attr_is_set('id')):
+            return None
+        entry = journal.Entry(self.host, instance.uuid, migration.uuid,
+                              migration.id)
+        try:
+            journal.write(entry)
+        except OSError:
+            LOG.exception('Could not journal evacuation %s: refusing it',
+                          migration.uuid, instance=instance)
+            raise
+        return _Evacuation(entry, migration)
+
+    def _forget(self, entry, instance):
+        try:
+            journal.remove(entry)
+        except OSError:
+            LOG.exception('Could not remove the journal entry of evacuation '
+                          '%s', entry.migration_uuid, instance=instance)
 
     # Ending it.
 
@@ -550,22 +586,6 @@ class EvacuateCleanupMixin(object):
         except Exception:
             LOG.exception('Could not finish recording the evacuation of the '
                           'instance on %s', self.host, instance=instance)
-
-    def _fail_unstarted(self, context, instance, named):
-        """End an evacuation that failed before its rebuild code ran.
-
-        nova's handler of a failed evacuation only runs once the rebuild
-        has begun; a failure before (recording the instance action, the
-        first placement request) leaves the migration ``accepted``, which
-        the conductor then takes for the next evacuation's, and this
-        host's allocation in place. Both are ended as nova ends a failed
-        evacuation. Never raises.
-        """
-        migration = named.get('migration')
-        if not named.get('recreate') or migration is None or (
-                not migration.obj_attr_is_set('id')):
-            return
-        self._fail_here(context, instance, _Evacuation(None, migration))
 
     def _fail_here(self, context, instance, evacuation):
         """The migration ``failed``, this host's allocation removed.

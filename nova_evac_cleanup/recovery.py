@@ -187,25 +187,29 @@ def _step(finding, name, step, *args):
 
 def _fail_migration(manager, context, finding, network_info,
                     block_device_info):
-    """``pre-migrating`` to ``failed``; nothing else is ever rewritten.
+    """A migration in progress to ``failed``; nothing else is rewritten.
+
+    ``accepted`` or ``pre-migrating``: the evacuation died before or
+    during its rebuild code.
 
     nova's objects have no conditional update of a migration: it is read
     again right before it is written, and left alone if it moved on.
     """
     migration = objects.Migration.get_by_id(context, finding.migration.id)
     finding.migration = migration
-    if migration.status != 'pre-migrating':
+    if migration.status not in ('accepted', 'pre-migrating'):
         LOG.info('Evacuation %s to %s: migration left %s', migration.uuid,
                  finding.host, migration.status,
                  instance_uuid=finding.instance_uuid)
         return
+    previous = migration.status
     migration.status = 'failed'
     migration.save()
-    LOG.info('Evacuation %s to %s: migration set from pre-migrating to '
-             'failed', migration.uuid, finding.host,
+    LOG.info('Evacuation %s to %s: migration set from %s to failed',
+             migration.uuid, finding.host, previous,
              instance_uuid=finding.instance_uuid)
-    finding.done.append('set migration %s from pre-migrating to failed' %
-                        migration.uuid)
+    finding.done.append('set migration %s from %s to failed' % (
+        migration.uuid, previous))
 
 
 def _destroy(manager, context, finding, network_info, block_device_info):

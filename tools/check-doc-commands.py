@@ -201,6 +201,9 @@ def check_tox(args):
     for env in options.get('-e', '').split(',') if '-e' in options else []:
         if env not in envs and not re.match(r'^py\d*$', env):
             yield 'no environment %r in tox.ini' % env
+        elif posargs and envs[env].strip().startswith(
+                'python -m tests.explore'):
+            yield from check_explorer(posargs)
         elif posargs:
             program = envs[env].split()[0] if envs[env].split() else ''
             if program not in HELP_PROGRAMS:
@@ -209,6 +212,19 @@ def check_tox(args):
                        (env, program))
             else:
                 yield from check_help_program(program, posargs)
+
+
+def check_explorer(args):
+    """The explorer's options, read from its parser.
+
+    It needs nova's test fixtures to run, which the docs environment has
+    not.
+    """
+    with open(os.path.join(ROOT, 'tests', 'explore', '__main__.py')) as f:
+        known = set(re.findall(r"add_argument\('(--[a-z-]+)'", f.read()))
+    for arg in args:
+        if arg.startswith('--') and arg.split('=')[0] not in known:
+            yield 'tox -e explore -- %s: no such option' % arg
 
 
 def check_pip(args):

@@ -202,6 +202,19 @@ def table(cells, results):
     return '\n'.join(out)
 
 
+def _shown(argv):
+    """The command line, without where the report was written."""
+    shown, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == '--results':
+            skip = True
+        elif not arg.startswith('--results='):
+            shown.append(arg)
+    return shown
+
+
 def write_results(path, cells, results, counts, baselines, seconds, argv):
     held = sum(1 for r in results if r['outcome'] in ('held', 'kept'))
     lines = [
@@ -211,7 +224,8 @@ def write_results(path, cells, results, counts, baselines, seconds, argv):
         'Run on %s with %s, %d cells in %d s (``%s``).' % (
             datetime.date.today().isoformat(),
             ', '.join('%s %s' % item for item in sorted(_versions().items())),
-            len(cells), seconds, ' '.join(['tox -e explore --'] + argv)),
+            len(cells), seconds,
+            ' '.join(['tox -e explore --'] + _shown(argv))),
         '',
         'Points per storage mode and scenario: %s.' % '; '.join(
             '%s %s: %d' % (storage, name, count)

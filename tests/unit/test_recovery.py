@@ -115,9 +115,17 @@ class TestClassify(test.NoDBTestCase):
             _instance(), _migration(1, 'failed'),
             _migration(2, 'done', uuids.newer), entry=entry))
 
-    def test_never_claimed(self):
-        self.assertEqual(findings.NOT_CLAIMED, self.classify(
-            _instance(), _migration(1, 'accepted')))
+    def test_died_before_the_rebuild_began(self):
+        """Issue 18, cell ``evacuate placement.GET /allocations#1 die``.
+
+        The evacuation is journaled before nova's code runs: still
+        ``accepted``, it died before nova's rebuild code began. Before,
+        it was only reported, and the conductor took the migration for the
+        next evacuation's, which never ended.
+        """
+        self.assertEqual(findings.INTERRUPTED, self.classify(
+            _instance(task_state=task_states.REBUILDING),
+            _migration(1, 'accepted')))
 
     def test_failed(self):
         self.assertEqual(findings.FAILED, self.classify(
