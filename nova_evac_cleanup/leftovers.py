@@ -120,7 +120,12 @@ def end(driver, entry, instance):
                       'journal entry is kept as it was', entry.migration_uuid,
                       entry.host, instance_uuid=entry.instance_uuid)
         return 'unknown'
-    if not entry.shared_storage:
+    if guest_left:
+        LOG.warning('Evacuation %s to %s ended and keeps %s; the next '
+                    'evacuation of the server to %s destroys it first',
+                    entry.migration_uuid, entry.host, reason, entry.host,
+                    instance_uuid=entry.instance_uuid)
+    elif not entry.shared_storage:
         LOG.warning('Evacuation %s to %s ended and keeps %s; the next '
                     'evacuation of the server to %s is refused until it is '
                     'removed by hand', entry.migration_uuid, entry.host,
@@ -139,7 +144,7 @@ def commands(entry, instance, guest_left, files):
     return [step.command for step in steps]
 
 
-def clear_or_refuse(manager, context, instance):
+def clear_or_refuse(manager, context, instance, migration_uuid):
     """Clear what earlier evacuations of ``instance`` left here, or refuse.
 
     Called by the next evacuation of the server to this host, which holds
@@ -151,12 +156,18 @@ def clear_or_refuse(manager, context, instance):
     (:func:`nova_evac_cleanup.ownership.proof`). Files without that proof
     refuse the evacuation. Entries nothing is left of are forgotten.
 
+    :param migration_uuid: the evacuation's own migration, whose entry is
+        not an earlier one's
+
     :raises EvacuationLeftoverKept: files of an earlier evacuation that did
         not find them on shared storage are still here, not proven its own
     :raises OSError: the journal or the instance directory cannot be read
     """
     host = manager.host
     for entry in journal.entries_of(host, instance.uuid):
+        if entry.migration_uuid == migration_uuid:
+            # The evacuation itself, journaled as it began.
+            continue
         guest_left, files = _left_unshared(manager.driver, entry, instance)
         owned, _why = ownership.proof(entry)
         if guest_left or (files and owned):

@@ -201,7 +201,8 @@ class EvacuateCleanupMixin(object):
         if not named['evacuate'] or migration is None or (
                 not migration.obj_attr_is_set('uuid')):
             return super()._do_rebuild_instance(*args, **kwargs)
-        leftovers.clear_or_refuse(self, named['context'], instance)
+        leftovers.clear_or_refuse(self, named['context'], instance,
+                                  migration.uuid)
         entry = journal.Entry(self.host, instance.uuid, migration.uuid,
                               migration.id)
         try:
@@ -475,10 +476,9 @@ class EvacuateCleanupMixin(object):
                       {'host': self.host, 'error': spawn_error},
                       instance=instance)
             LOG.exception('Failed to clean up the guest of the failed '
-                          'evacuation on %s; it is kept, and the next '
-                          'evacuation of the instance to %s is refused until '
-                          'it is removed', self.host, self.host,
-                          instance=instance)
+                          'evacuation on %s; it is kept, powered off, and the '
+                          'next evacuation of the instance to %s destroys it '
+                          'first', self.host, self.host, instance=instance)
             return
         if source is not None:
             self._unwind(context, instance, source)

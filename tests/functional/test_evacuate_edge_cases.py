@@ -65,8 +65,9 @@ class EvacuateCleanupEdgeCasesTest(base.EvacuateTestCase):
         self.assertEqual('FakeLibvirtError', server['fault']['message'])
         self.assertIn(str(error), server['fault']['details'])
         self.assertNotIn('failure at destroy', server['fault']['details'])
-        # The cleanup failed, so the guest is still there to clean by hand.
-        self.assertEqual('running', self.world.domain_state(DEST, self.uuid))
+        # The cleanup failed: the guest is kept, powered off, for the next
+        # evacuation to destroy (issue 18, spawn-fails driver.destroy#1).
+        self.assertEqual('defined', self.world.domain_state(DEST, self.uuid))
 
     def test_old_on_shared_storage_form(self):
         """The old API form with onSharedStorage=False (microversion 2.1).

@@ -269,10 +269,10 @@ class _FailureMatrix(object):
         self.assertEqual(0, code, output)
 
         if destroy_fails:
-            # The guest is left as spawn left it: running only if spawn got
-            # as far as booting it (earlier failures never defined it or
-            # were undefined by the driver itself).
-            expected = 'running' if stage == 'wait_for_boot' else None
+            # The guest is kept, powered off, if spawn got as far as
+            # booting it (earlier failures never defined it or were
+            # undefined by the driver itself).
+            expected = 'defined' if stage == 'wait_for_boot' else None
             self.assertEqual(expected, self.world.domain_state(DEST, uuid))
             # No retry: the leftovers are the operator's (see the module
             # docstring). Forget this guest so it cannot mislead later

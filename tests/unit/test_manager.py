@@ -789,7 +789,9 @@ class TestEndEvacuation(RebuildTestCase):
                                          evacuation)
             [entry] = journal.entries(self.compute.host)
             self.assertIn('could not be destroyed', entry.kept)
-            # The next evacuation of the instance here is refused.
+            # The next evacuation of the instance here tries to destroy
+            # the guest first; that failing too, it is refused.
+            self.migrations.clear()
             self.assertRaises(leftovers.EvacuationLeftoverKept,
                               self._rebuild)
         self.assertEqual(1, self.mock_spawn.call_count)
@@ -877,7 +879,7 @@ class TestWhatTheExplorerFound(RebuildTestCase):
         with mock.patch.object(self.driver, 'get_info',
                                return_value=mock.Mock(state=1)):
             leftovers.clear_or_refuse(self.compute, self.context,
-                                      self.instance)
+                                      self.instance, uuids.next_migration)
         self.assertEqual(True,
                          self.mock_destroy.call_args.kwargs['destroy_disks'])
         self.assertEqual([], journal.entries(self.compute.host))
