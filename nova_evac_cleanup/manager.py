@@ -355,9 +355,11 @@ class EvacuateCleanupMixin(object):
         evacuation (the instance recorded here, or put into ERROR on its
         source).
         """
-        early = self._journal_early(instance, _named(
-            'rebuild_instance', (context, instance) + args, kwargs))
+        named = _named('rebuild_instance', (context, instance) + args,
+                       kwargs)
+        early = None
         try:
+            early = self._journal_early(instance, named)
             result = super().rebuild_instance(context, instance, *args,
                                               **kwargs)
         except Exception:
@@ -368,12 +370,20 @@ class EvacuateCleanupMixin(object):
                                                 evacuation)
                     self._release_if_held(context, instance, evacuation)
                     self._end_evacuation(context, instance, evacuation)
-            elif early is not None:
-                # It failed before nova's rebuild code began: nothing of it
-                # was made here.
+            elif self._cleanup_enabled() and named.get('recreate') and (
+                    named.get('migration') is not None):
+                # It failed before nova's rebuild code began (or could not
+                # be journaled): nothing of it was made here.
+                unstarted = _Evacuation(None, named['migration'])
+                if early is None:
+                    # Refused here, before nova's code could record it.
+                    unstarted.error = sys.exc_info()[1]
+                    self._record_original_error(context, instance, unstarted)
                 with excutils.save_and_reraise_exception():
-                    self._fail_here(context, instance, early)
-                    self._forget(early.entry, instance)
+                    self._fail_here(context, instance, unstarted)
+                    self._release_if_held(context, instance, unstarted)
+                    if early is not None:
+                        self._forget(early.entry, instance)
             raise
         evacuation = self._evacuations.pop(instance.uuid, None)
         if evacuation is not None:
@@ -398,7 +408,7 @@ class EvacuateCleanupMixin(object):
                               migration.id)
         try:
             journal.write(entry)
-        except OSError:
+        except Exception:
             LOG.exception('Could not journal evacuation %s: refusing it',
                           migration.uuid, instance=instance)
             raise
@@ -631,7 +641,8 @@ class EvacuateCleanupMixin(object):
         the operator must see. Never raises.
         """
         original = evacuation.error
-        if original is None or sys.exc_info()[1] is original:
+        if original is None or (evacuation.entry is not None and
+                                sys.exc_info()[1] is original):
             return
         try:
             compute_utils.add_instance_fault_from_exc(
