@@ -57,10 +57,11 @@ class Entry(object):
     """One evacuation to this host, as its compute recorded it."""
 
     FIELDS = ('host', 'instance_uuid', 'migration_uuid', 'migration_id',
-              'shared_storage', 'claim', 'ending', 'kept')
+              'shared_storage', 'claim', 'ending', 'kept', 'error')
 
     def __init__(self, host, instance_uuid, migration_uuid, migration_id,
-                 shared_storage=None, claim=None, ending=None, kept=None):
+                 shared_storage=None, claim=None, ending=None, kept=None,
+                 error=None):
         self.host = host
         self.instance_uuid = instance_uuid
         self.migration_uuid = migration_uuid
@@ -77,6 +78,10 @@ class Entry(object):
         #: why what is left of it here was kept, once it ended; None while
         #: it runs or is being ended
         self.kept = kept
+        #: the error that failed it, as its handler first saw it: the
+        #: fault a start that ends it records, should this process die
+        #: before nova's handler recorded it
+        self.error = error
 
     def as_dict(self):
         return {name: getattr(self, name) for name in self.FIELDS}

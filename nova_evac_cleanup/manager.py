@@ -42,6 +42,7 @@ from oslo_log import log as logging
 from oslo_utils import excutils
 
 from nova_evac_cleanup import conf
+from nova_evac_cleanup import finish
 from nova_evac_cleanup import guest
 from nova_evac_cleanup import host_lock
 from nova_evac_cleanup import journal
@@ -217,7 +218,8 @@ class EvacuateCleanupMixin(object):
         try:
             result = super()._do_rebuild_instance(*args, **kwargs)
         except Exception as error:
-            evacuation.error = evacuation.error or error
+            if evacuation.error is None:
+                self._note_error(evacuation, error)
             if evacuation.spawned:
                 with excutils.save_and_reraise_exception():
                     self._destroy_after_spawn(named['context'], instance,
@@ -262,7 +264,7 @@ class EvacuateCleanupMixin(object):
             result = super()._rebuild_default_impl(**named)
         except Exception as error:
             if spawn_failure.raised_by_spawn(sys.exc_info()[2]):
-                evacuation.error = error
+                self._note_error(evacuation, error)
                 with excutils.save_and_reraise_exception():
                     self._destroy_failed_evacuation(
                         context, instance, evacuation,
@@ -274,6 +276,20 @@ class EvacuateCleanupMixin(object):
         evacuation.block_device_info = (
             attached[-1] if attached else named.get('block_device_info'))
         return result
+
+    def _note_error(self, evacuation, error):
+        """Remember, and journal, the error that failed the evacuation.
+
+        A start that ends the evacuation after this process died records
+        it as the fault. Never raises.
+        """
+        evacuation.error = error
+        evacuation.entry.error = '%s: %s' % (type(error).__name__, error)
+        try:
+            journal.write(evacuation.entry)
+        except Exception:
+            LOG.exception('Could not journal the error of evacuation %s',
+                          evacuation.entry.migration_uuid)
 
     def _claim_directory(self, instance, entry):
         """Record nova's answer; claim the directory if not shared.
@@ -583,16 +599,8 @@ class EvacuateCleanupMixin(object):
         Never raises.
         """
         try:
-            current = objects.Instance.get_by_uuid(
-                context, instance.uuid, expected_attrs=['migration_context'])
-            if current.migration_context is not None and (
-                    current.migration_context.migration_id ==
-                    evacuation.migration.id):
-                current.drop_migration_context()
-            migration = objects.Migration.get_by_id(
-                context, evacuation.migration.id)
-            if migration.status == 'pre-migrating':
-                self._set_migration_status(migration, 'done')
+            finish.finish_recorded(context, instance.uuid,
+                                   evacuation.migration.id)
         except Exception:
             LOG.exception('Could not finish recording the evacuation of the '
                           'instance on %s', self.host, instance=instance)

@@ -61,6 +61,7 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from nova_evac_cleanup import findings
+from nova_evac_cleanup import finish
 from nova_evac_cleanup import guest
 from nova_evac_cleanup import journal
 from nova_evac_cleanup import leftovers
@@ -71,6 +72,12 @@ from nova_evac_cleanup import unwind
 
 CONF = cfg.CONF
 LOG = logging.getLogger(__name__)
+
+
+class EvacuationFailedThenInterrupted(exception.NovaException):
+    msg_fmt = ('%(error)s (the evacuation to %(host)s failed so, and '
+               'nova-compute on %(host)s stopped before it had ended it; it '
+               'was ended when it started again)')
 
 
 class EvacuationInterrupted(exception.NovaException):
@@ -256,8 +263,12 @@ def _deallocate(manager, context, finding, network_info, block_device_info):
 
 def _record_fault(manager, context, finding, network_info,
                   block_device_info):
+    """The fault: the evacuation's own error if it had one, or its death."""
+    error = finding.entry.error
     compute_utils.add_instance_fault_from_exc(
-        context, finding.instance, EvacuationInterrupted(host=finding.host))
+        context, finding.instance,
+        EvacuationFailedThenInterrupted(host=finding.host, error=error)
+        if error else EvacuationInterrupted(host=finding.host))
 
 
 #: The steps that end an interrupted evacuation, in order: name, function,
@@ -381,7 +392,7 @@ def _report_guests(manager, context, known):
         LOG.exception('Could not look at the guests on %s', manager.host)
 
 
-def forget(manager, finding):
+def forget(manager, context, finding):
     """Remove the journal entry of an evacuation that needs no record.
 
     The instance lives here (its directory is its own: the marker goes
@@ -395,6 +406,10 @@ def forget(manager, finding):
     if entry is None:
         return False
     if finding.kind == findings.LIVES_HERE:
+        # This host may have died between nova's save of the instance here
+        # and the end of finish_evacuation.
+        finding.done.extend(finish.finish_recorded(
+            context, finding.instance_uuid, entry.migration_id))
         ownership.release(entry)
     elif finding.guest or finding.files or finding.allocation_here:
         return False
@@ -412,7 +427,7 @@ def settle(manager, context, finding):
     """
     if finding.kind in (findings.INTERRUPTED, findings.ENDED):
         return recover(manager, context, finding)
-    return forget(manager, finding)
+    return forget(manager, context, finding)
 
 
 def _sweep_one(manager, context, finding, mode):

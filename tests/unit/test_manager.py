@@ -845,6 +845,17 @@ class TestWhatTheExplorerFound(RebuildTestCase):
         self.compute._evacuations[self.instance.uuid] = evacuation
         return evacuation
 
+    def test_spawn_error_journaled(self):
+        """spawn-fails, any point after the spawn failure, die.
+
+        A start that ends the evacuation records the spawn error, not only
+        that the destination died.
+        """
+        self._fail_spawn()
+        self.assertRaises(SpawnFailed, self._rebuild)
+        [entry] = journal.entries(self.compute.host)
+        self.assertEqual('SpawnFailed: spawn failed', entry.error)
+
     def test_destroy_failure_powers_the_guest_off(self):
         """spawn-fails, driver.destroy#1, raise: split brain before."""
         self._fail_spawn()

@@ -1,0 +1,53 @@
+# Copyright 2026 nova-evac-cleanup developers
+#
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""Finish an evacuation that nova recorded on this host but did not finish.
+
+nova's ``ResourceTracker.finish_evacuation`` saves the instance with this
+host, then drops its migration context and marks the migration ``done``.
+Should the last two fail, or the process die between the save and them,
+the instance lives here (its guest runs here, this host's allocation is
+its own) but the migration stays ``pre-migrating``: it counts as in
+progress (nova refuses to delete either host's compute service), and the
+conductor may take it for the next move's. :func:`finish_recorded` does
+what was left, once the database says the instance is on this host; the
+failure handler and the start-up sweep both use it.
+"""
+
+from nova import objects
+
+
+def finish_recorded(context, instance_uuid, migration_id):
+    """Drop the migration context naming the migration; the migration done.
+
+    Only while the migration is ``pre-migrating`` and the instance is
+    hosted where the caller runs (the caller checked it).
+
+    :returns: what was done, a list of sentences
+    """
+    done = []
+    migration = objects.Migration.get_by_id(context, migration_id)
+    if migration.status != 'pre-migrating':
+        return done
+    instance = objects.Instance.get_by_uuid(
+        context, instance_uuid, expected_attrs=['migration_context'])
+    if instance.migration_context is not None and (
+            instance.migration_context.migration_id == migration_id):
+        instance.drop_migration_context()
+        done.append('dropped the migration context')
+    migration.status = 'done'
+    migration.save()
+    done.append('set migration %s from pre-migrating to done' %
+                migration.uuid)
+    return done
