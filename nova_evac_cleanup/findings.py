@@ -113,7 +113,7 @@ class Finding(object):
     def refuses_evacuations(self):
         """Whether it makes the next evacuation of the server here fail."""
         return bool(self.entry is not None and not self.files_shared and
-                    (self.guest or self.files) and
+                    (self.guest or (self.files and self.entry.spawning)) and
                     self.kind not in (LIVES_HERE, DELETED))
 
     def as_dict(self):

@@ -57,11 +57,12 @@ class Entry(object):
     """One evacuation to this host, as its compute recorded it."""
 
     FIELDS = ('host', 'instance_uuid', 'migration_uuid', 'migration_id',
-              'shared_storage', 'claim', 'ending', 'kept', 'error')
+              'shared_storage', 'claim', 'ending', 'kept', 'error',
+              'spawning')
 
     def __init__(self, host, instance_uuid, migration_uuid, migration_id,
                  shared_storage=None, claim=None, ending=None, kept=None,
-                 error=None):
+                 error=None, spawning=False):
         self.host = host
         self.instance_uuid = instance_uuid
         self.migration_uuid = migration_uuid
@@ -82,6 +83,10 @@ class Entry(object):
         #: fault a start that ends it records, should this process die
         #: before nova's handler recorded it
         self.error = error
+        #: whether it got as far as spawning: before, nothing on this host
+        #: is its own (files found here are another's, a shared
+        #: directory's for one)
+        self.spawning = spawning
 
     def as_dict(self):
         return {name: getattr(self, name) for name in self.FIELDS}

@@ -84,10 +84,15 @@ def left_here(driver, entry, instance):
 
 
 def kept_reason(entry, guest_left, files):
-    """Why what is left of ``entry`` is kept, or None if nothing is."""
+    """Why what is left of ``entry`` is kept, or None if nothing is.
+
+    Files are the evacuation's leftovers only if it got as far as
+    spawning: before, it made none, and what is in the directory is
+    another's (on a shared instance directory, the server's own disks).
+    """
     if guest_left:
         return 'its %s guest could not be destroyed' % guest_left
-    if not files:
+    if not files or not entry.spawning:
         return None
     if entry.shared_storage:
         return ('the server\'s own files: nova found them on shared storage '
@@ -191,8 +196,9 @@ def clear_or_refuse(manager, context, instance, migration_uuid):
 
 def _left_unshared(driver, entry, instance):
     guest_left, files = left_here(driver, entry, instance)
-    if entry.shared_storage:
-        # The server's own files, which the evacuation uses.
+    if entry.shared_storage or not entry.spawning:
+        # The server's own files, which the evacuation uses, or files of
+        # another: that evacuation never got as far as spawning.
         files = {}
     return guest_left, files
 

@@ -310,6 +310,7 @@ class EvacuateCleanupMixin(object):
                             ownership.instance_path(self.host, instance.uuid),
                             instance=instance)
                 entry.shared_storage = None
+            entry.spawning = True
             journal.write(entry)
         except OSError:
             LOG.exception('Could not record evacuation %s before spawn: '

@@ -856,6 +856,26 @@ class TestWhatTheExplorerFound(RebuildTestCase):
         [entry] = journal.entries(self.compute.host)
         self.assertEqual('SpawnFailed: spawn failed', entry.error)
 
+    def test_failure_before_spawn_claims_no_files(self):
+        """shared, evacuate driver.rebuild#1 raise.
+
+        The evacuation failed before nova answered "shared?": the shared
+        directory's files were taken for its leftovers, the next
+        evacuation refused, with ``rm -rf`` of the server's only disk.
+        """
+        path = os.path.join(self.instances, self.instance.uuid)
+        os.makedirs(path)
+        disk = os.path.join(path, 'disk')
+        open(disk, 'w').close()
+        entry = journal.Entry(self.compute.host, self.instance.uuid,
+                              self.migration.uuid, self.migration.id)
+        journal.write(entry)
+        self.compute._end_evacuation(
+            self.context, self.instance,
+            manager._Evacuation(entry, self.migration))
+        self.assertEqual([], journal.entries(self.compute.host))
+        self.assertTrue(os.path.exists(disk))
+
     def test_destroy_failure_powers_the_guest_off(self):
         """spawn-fails, driver.destroy#1, raise: split brain before."""
         self._fail_spawn()
