@@ -216,6 +216,26 @@ class EvacuateTestCase(integrated_helpers.ProviderUsageBaseTestCase):
         self.assertEqual(fired + 1, self.world.fired(DEST, stage))
         return server, error
 
+    def _rebuilds_ended(self):
+        """The instances whose rebuild_instance on compute1 has ended.
+
+        The server is ERROR before compute1 is done with the evacuation:
+        checks wait for compute1's RPC handler itself to return or raise.
+        """
+        manager = self.compute1.manager
+        real = manager.rebuild_instance
+        ended = []
+
+        def rebuild_instance(context, instance, *args, **kwargs):
+            try:
+                return real(context, instance, *args, **kwargs)
+            finally:
+                ended.append(instance.uuid)
+
+        # The RPC dispatcher looks the method up on the manager object.
+        manager.rebuild_instance = rebuild_instance
+        return ended
+
     # What is left.
 
     def _dest_allocation(self, server):

@@ -220,7 +220,7 @@ class ExploreCase(base.EvacuateTestCase):
         self._points_seen = self.tracer.points
         if cell.scenario == 'spawn-fails':
             self.world.inject_spawn_fault(DEST, 'wait_for_boot')
-        ended = self._watch_rebuilds()
+        ended = self._rebuilds_ended()
         self.api.post_server_action(self.moves['id'],
                                     {'evacuate': {'host': OTHER}})
         self.api.post_server_action(self.target['id'],
@@ -268,22 +268,6 @@ class ExploreCase(base.EvacuateTestCase):
         return server['OS-EXT-SRV-ATTR:host'] == host or any(
             m.status in ('failed', 'error')
             for m in self._migrations(server['id']))
-
-    def _watch_rebuilds(self):
-        """The instances whose rebuild_instance on compute1 ended."""
-        manager = self.compute1.manager
-        real = manager.rebuild_instance
-        ended = []
-
-        def rebuild_instance(context, instance, *args, **kwargs):
-            try:
-                return real(context, instance, *args, **kwargs)
-            finally:
-                ended.append(instance.uuid)
-
-        # The RPC dispatcher looks the method up on the manager object.
-        manager.rebuild_instance = rebuild_instance
-        return ended
 
     def _wait(self, predicate, what, timeout=_WAIT):
         deadline = time.monotonic() + timeout

@@ -276,26 +276,6 @@ class FinishEvacuationTest(_AfterSpawnTest):
         self.assertEqual('running',
                          self.world.domain_state(DEST, server['id']))
 
-    def _rebuilds_ended(self):
-        """The instances whose rebuild_instance on compute1 has returned.
-
-        The server is ERROR before compute1 is done with the evacuation:
-        the checks wait for compute1's RPC handler itself to end.
-        """
-        manager = self.compute1.manager
-        real = manager.rebuild_instance
-        ended = []
-
-        def rebuild_instance(context, instance, *args, **kwargs):
-            try:
-                return real(context, instance, *args, **kwargs)
-            finally:
-                ended.append(instance.uuid)
-
-        # The RPC dispatcher looks the method up on the manager object.
-        manager.rebuild_instance = rebuild_instance
-        return ended
-
     def test_instance_recorded_then_migration_save_fails(self):
         server = self._boot()
         fired = self._fail_once(

@@ -227,6 +227,15 @@ class _InterruptedEvacuationTest(base.EvacuateTestCase):
                          self._get_provider_usages(self.dest_rp))
         return server
 
+    def assert_evacuates_again(self, server):
+        """The server evacuates to compute1 again, nothing orphaned."""
+        self._evacuate(server)
+        self.assertEqual('running',
+                         self.world.domain_state(DEST, server['id']))
+        self.assertTrue(self.world.disk_is_complete(DEST, server['id']))
+        code, output = self._placement_audit()
+        self.assertEqual(0, code, output)
+
     def assert_journal_ended(self, server, kept=None):
         """compute1's journal keeps only what must refuse or explain files.
 
@@ -312,12 +321,7 @@ class NonSharedStorageTest(_InterruptedEvacuationTest):
         # The server can be evacuated to compute1 again, on a fresh disk.
         generation = self.world.disk_generation(DEST, server['id'])
         self.assertIsNone(generation)
-        self._evacuate(server)
-        self.assertEqual('running',
-                         self.world.domain_state(DEST, server['id']))
-        self.assertTrue(self.world.disk_is_complete(DEST, server['id']))
-        code, output = self._placement_audit()
-        self.assertEqual(0, code, output)
+        self.assert_evacuates_again(server)
         self.assertEqual([], self.cleanups)
 
     def test_source_restarts_first(self):

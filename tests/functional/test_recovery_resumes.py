@@ -110,30 +110,31 @@ class _ResumeTest(interrupted._InterruptedEvacuationTest):
     def _task_state(self, server):
         return self.api.get_server(server['id'])['OS-EXT-STS:task_state']
 
-    def assert_evacuates_again(self, server):
-        self._evacuate(server)
-        self.assertEqual('running',
-                         self.world.domain_state(DEST, server['id']))
-        self.assertTrue(self.world.disk_is_complete(DEST, server['id']))
-        code, output = self._placement_audit()
-        self.assertEqual(0, code, output)
+    def _recovery_killed_then_finished(self, kill, point):
+        """An interrupted evacuation; ``kill(point)`` ends it half-way.
 
-
-class SweepKilledTest(_ResumeTest):
-
-    def _run(self, point):
+        compute1's next start must finish it: the evacuation ends as one
+        whose spawn failed, nothing is left on compute1, and the server
+        evacuates there again on a fresh disk.
+        """
         server = self._boot()
         self._fail_source()
         server, migration, block = self._interrupt_evacuation(
             server, 'wait_for_boot')
         self._end_held_spawn(block)
 
-        self._start_dest_and_die(point)
+        kill(point)
         self._restart_dest()
 
         self.assert_ended(server, migration)
         self.assertFalse(self.world.files(DEST, server['id']))
         self.assert_evacuates_again(server)
+
+
+class SweepKilledTest(_ResumeTest):
+
+    def _run(self, point):
+        self._recovery_killed_then_finished(self._start_dest_and_die, point)
 
     def test_killed_after_destroy(self):
         self._run('destroy')
@@ -161,18 +162,7 @@ class AuditDeleteKilledTest(_ResumeTest):
         host_lock.release(DEST)
 
     def _run(self, point):
-        server = self._boot()
-        self._fail_source()
-        server, migration, block = self._interrupt_evacuation(
-            server, 'wait_for_boot')
-        self._end_held_spawn(block)
-
-        self._audit_and_die(point)
-        self._restart_dest()
-
-        self.assert_ended(server, migration)
-        self.assertFalse(self.world.files(DEST, server['id']))
-        self.assert_evacuates_again(server)
+        self._recovery_killed_then_finished(self._audit_and_die, point)
 
     def test_killed_after_destroy(self):
         self._run('destroy')
