@@ -119,8 +119,8 @@ def run_scenario(method, fixed, args, quiet=False):
     """Run one scenario method in fresh services; return its results."""
     import testtools
 
-    from nova_evac_cleanup import reproduce
     import scenarios
+    from tests import reproduce
 
     sink = {}
     cls = type('Bench%s%s' % ('Fixed' if fixed else 'Stock',
@@ -562,8 +562,9 @@ def main(argv=None):
     # No test timeout for the scenarios: 50 evacuations take longer than
     # the functional tests' 160 s.
     os.environ['OS_TEST_TIMEOUT'] = '0'
-    sys.path.insert(0, HERE)
-    from nova_evac_cleanup import reproduce
+    # The harness and the reproduction are modules of the test tree.
+    sys.path[:0] = [HERE, ROOT]
+    from tests import reproduce
     reproduce.bootstrap()
     if args.from_json:
         with open(args.from_json) as raw:

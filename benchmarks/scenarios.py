@@ -43,8 +43,8 @@ from oslo_utils import uuidutils
 import sqlalchemy as sa
 
 from nova_evac_cleanup import manager
-from nova_evac_cleanup.testing import fake_libvirt
-from nova_evac_cleanup.testing import functional as base
+from tests.harness import fake_libvirt
+from tests.harness import functional as base
 
 SOURCE = base.SOURCE
 DEST = base.DEST

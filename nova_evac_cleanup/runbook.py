@@ -20,9 +20,10 @@ placement allocation, ``heal_allocations``), in one place:
 
 * the start-up sweep and ``nova-evac-cleanup audit`` log these steps for
   what they find but do not touch (:mod:`nova_evac_cleanup.recovery`);
-* ``nova-evac-reproduce`` and the deployment tier list them as the manual
-  steps stock nova still needs, worked out from what they observed
-  (:mod:`nova_evac_cleanup.reproduce.verdict`, ``tests/deployment``).
+* the reproduction (``tox -e reproduce``) and the deployment tier list
+  them as the manual steps stock nova still needs, worked out from what
+  they observed
+  (:mod:`tests.reproduce.verdict`, ``tests/deployment``).
 
 Nothing here imports nova: the reports use it before nova is imported, or
 in processes that never import it.

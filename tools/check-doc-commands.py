@@ -201,9 +201,9 @@ def check_tox(args):
     for env in options.get('-e', '').split(',') if '-e' in options else []:
         if env not in envs and not re.match(r'^py\d*$', env):
             yield 'no environment %r in tox.ini' % env
-        elif posargs and envs[env].strip().startswith(
-                'python -m tests.explore'):
-            yield from check_explorer(posargs)
+        elif posargs and _module(envs[env]) in TEST_TREE_COMMANDS:
+            yield from check_test_tree_command(_module(envs[env]), env,
+                                               posargs)
         elif posargs:
             program = envs[env].split()[0] if envs[env].split() else ''
             if program not in HELP_PROGRAMS:
@@ -214,17 +214,34 @@ def check_tox(args):
                 yield from check_help_program(program, posargs)
 
 
-def check_explorer(args):
-    """The explorer's options, read from its parser.
+def _module(command):
+    """``MODULE`` of a ``python -m MODULE ...`` command, or None."""
+    words = command.split()
+    if words[:2] == ['python', '-m'] and len(words) > 2:
+        return words[2]
+    return None
+
+
+#: The commands of the test tree that tox environments run, and the file
+#: holding each one's argument parser.
+TEST_TREE_COMMANDS = {
+    'tests.explore': os.path.join('tests', 'explore', '__main__.py'),
+    'tests.reproduce': os.path.join('tests', 'reproduce', 'cli.py'),
+}
+
+
+def check_test_tree_command(module, env, args):
+    """A test-tree command's options, read from its parser's source.
 
     It needs nova's test fixtures to run, which the docs environment has
     not.
     """
-    with open(os.path.join(ROOT, 'tests', 'explore', '__main__.py')) as f:
-        known = set(re.findall(r"add_argument\('(--[a-z-]+)'", f.read()))
+    with open(os.path.join(ROOT, TEST_TREE_COMMANDS[module])) as f:
+        known = set(re.findall(
+            r"add_argument\(\s*(?:'-\w',\s*)?'(--[a-z-]+)'", f.read()))
     for arg in args:
         if arg.startswith('--') and arg.split('=')[0] not in known:
-            yield 'tox -e explore -- %s: no such option' % arg
+            yield 'tox -e %s -- %s: no such option' % (env, arg)
 
 
 def check_pip(args):

@@ -14,12 +14,12 @@
 
 """The deployment the tier's tests share, and what they look at.
 
-One :class:`~nova_evac_cleanup.deployment.services.Deployment` is started
+One :class:`~tests.deployment.tier.services.Deployment` is started
 by the first test that needs it and torn down when the test process exits
 (stestr runs this tier in one worker: ``--concurrency 1``). A failed test
 keeps the run's directory, with every process's log, and says where it
 is. Each scenario records a row for the report
-(:func:`nova_evac_cleanup.reproduce.report.deployment_text`), written
+(:func:`tests.reproduce.report.deployment_text`), written
 at exit to ``$EVAC_DEPLOY_REPORT`` (default ``deployment-report.txt`` in
 the working directory).
 """
@@ -35,9 +35,9 @@ import time
 
 import testtools
 
-from nova_evac_cleanup.deployment import services
-from nova_evac_cleanup.reproduce import report
 from nova_evac_cleanup import runbook
+from tests.deployment.tier import services
+from tests.reproduce import report
 
 SRC = 'evac-a'
 DST = 'evac-b'

@@ -20,7 +20,7 @@ and when an evacuation fails resets the server's state and evacuates it
 again, up to three times, as Masakari's host recovery or Red Hat's
 InstanceHA do. On evac-b the first spawn of each server fails after its
 guest runs: no real cause fails spawn there, so the fault hook raises in
-``_wait_for_boot`` once per server (:mod:`nova_evac_cleanup.deployment.
+``_wait_for_boot`` once per server (:mod:`tests.deployment.tier.
 faults`), and the test proves it fired for each.
 
 Stock nova leaves each failed guest running on evac-b, and every retry

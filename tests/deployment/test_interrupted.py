@@ -18,7 +18,7 @@ evac-a runs a server and dies; the server is evacuated to evac-b, whose
 nova-compute is SIGKILLed while spawn waits for the real domain it has
 just started (QEMU running). There is no real cause that stops a spawn
 there and leaves the process to be killed: the fault hook of
-:mod:`nova_evac_cleanup.deployment.faults` blocks ``_wait_for_boot`` (the
+:mod:`tests.deployment.tier.faults` blocks ``_wait_for_boot`` (the
 only point of spawn after the domain runs), and the test proves it fired.
 
 No exception handler runs: the evacuation stays ``pre-migrating``, the

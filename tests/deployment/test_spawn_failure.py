@@ -35,8 +35,8 @@ it, as it should.
 """
 
 
-from nova_evac_cleanup.deployment import services
 from tests.deployment import base
+from tests.deployment.tier import services
 
 SCENARIO = ('1. Spawn fails on the destination after its disks are '
             'written (serial console port taken: a real cause)')
@@ -160,7 +160,7 @@ class TestSpawnFailsGuestRunning(base.DeploymentTestCase):
     No real cause fails spawn there: libvirt refusing to start the domain
     or QEMU dying during its start are cleaned up by the libvirt driver
     itself, and QEMU killed later is after spawn returned. The fault hook
-    (:mod:`nova_evac_cleanup.deployment.faults`) raises in
+    (:mod:`tests.deployment.tier.faults`) raises in
     ``_wait_for_boot``, the only point of spawn after the domain runs,
     once; the test proves it fired. Stock nova leaves the guest running
     on evac-b. With the fix it is destroyed; on non-shared storage with its

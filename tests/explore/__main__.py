@@ -39,10 +39,10 @@ from tests import functional  # noqa: monkey patching first
 
 from importlib import metadata  # noqa: E402
 
-from nova_evac_cleanup.testing import fake_libvirt  # noqa: E402
-from nova_evac_cleanup.testing import functional as base  # noqa: E402
 from tests.explore import scenario as scenarios  # noqa: E402
 from tests.explore import tracer as tracing  # noqa: E402
+from tests.harness import fake_libvirt  # noqa: E402
+from tests.harness import functional as base  # noqa: E402
 
 #: The sample ``tox -m ci`` runs: every point of the evacuation with
 #: *raise* on one storage mode, and every point of the recovery with *die*.

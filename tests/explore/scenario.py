@@ -55,9 +55,9 @@ from nova.tests.functional.api import client as api_client
 
 from nova_evac_cleanup.cmd import audit as audit_cmd
 from nova_evac_cleanup import host_lock
-from nova_evac_cleanup.testing import fake_libvirt
-from nova_evac_cleanup.testing import functional as base
 from tests.explore import tracer as tracing
+from tests.harness import fake_libvirt
+from tests.harness import functional as base
 
 CONF = nova.conf.CONF
 SOURCE = base.SOURCE

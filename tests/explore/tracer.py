@@ -61,7 +61,7 @@ from nova.volume import cinder
 
 from nova_evac_cleanup import journal
 from nova_evac_cleanup import recovery
-from nova_evac_cleanup.testing import fake_libvirt
+from tests.harness import fake_libvirt
 
 
 def _optional(name):

@@ -45,8 +45,8 @@ from nova import objects
 from nova.objects import fields
 from nova import utils
 
-from nova_evac_cleanup.testing import fake_libvirt
-from nova_evac_cleanup.testing import functional as base
+from tests.harness import fake_libvirt
+from tests.harness import functional as base
 
 SOURCE = base.SOURCE
 DEST = base.DEST

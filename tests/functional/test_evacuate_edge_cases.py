@@ -22,7 +22,7 @@ own manager when nova is patched (``NOVA_EVAC_CLEANUP_FIX=patch``).
 from nova.compute import manager as nova_manager
 
 from nova_evac_cleanup import manager
-from nova_evac_cleanup.testing import functional as base
+from tests.harness import functional as base
 
 SOURCE = base.SOURCE
 DEST = base.DEST

@@ -36,8 +36,8 @@ import os
 
 import testscenarios
 
-from nova_evac_cleanup.testing import fake_libvirt
-from nova_evac_cleanup.testing import functional as base
+from tests.harness import fake_libvirt
+from tests.harness import functional as base
 
 load_tests = testscenarios.load_tests_apply_scenarios
 

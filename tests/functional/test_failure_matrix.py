@@ -64,8 +64,8 @@ from hypothesis import strategies as st
 from oslo_utils import uuidutils
 from testtools import content
 
-from nova_evac_cleanup.testing import fake_libvirt
-from nova_evac_cleanup.testing import functional as base
+from tests.harness import fake_libvirt
+from tests.harness import functional as base
 
 DEST = base.DEST
 

@@ -27,7 +27,7 @@ from nova.tests import fixtures as nova_fixtures
 from nova.tests.functional import fixtures as func_fixtures
 from nova.tests.functional import integrated_helpers
 
-from nova_evac_cleanup.testing import fake_libvirt
+from tests.harness import fake_libvirt
 
 
 class _SmokeBase(test.TestCase, integrated_helpers.InstanceHelperMixin):

@@ -54,8 +54,8 @@ from nova import objects
 from nova.tests import fixtures as nova_fixtures
 import testscenarios
 
-from nova_evac_cleanup.testing import fake_libvirt
 from tests.functional import test_interrupted_evacuation as interrupted
+from tests.harness import fake_libvirt
 
 load_tests = testscenarios.load_tests_apply_scenarios
 

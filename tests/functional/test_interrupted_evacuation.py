@@ -60,8 +60,8 @@ from nova_evac_cleanup.cmd import audit as audit_cmd
 from nova_evac_cleanup import host_lock
 from nova_evac_cleanup import journal
 from nova_evac_cleanup import manager
-from nova_evac_cleanup.testing import fake_libvirt
-from nova_evac_cleanup.testing import functional as base
+from tests.harness import fake_libvirt
+from tests.harness import functional as base
 
 CONF = nova.conf.CONF
 
@@ -514,7 +514,7 @@ class NonSharedStorageTest(_InterruptedEvacuationTest):
             return real(driver, host)
 
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_evac_cleanup.testing.fake_libvirt.FakeLibvirtDriver.'
+            'tests.harness.fake_libvirt.FakeLibvirtDriver.'
             'init_host', spy))
         code, report = self._audit(delete=True)
         self.assertEqual(4, code, report)

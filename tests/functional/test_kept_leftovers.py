@@ -45,8 +45,8 @@ import shutil
 
 import fixtures
 
-from nova_evac_cleanup.testing import fake_libvirt
 from tests.functional import test_interrupted_evacuation as interrupted
+from tests.harness import fake_libvirt
 
 SOURCE = interrupted.SOURCE
 DEST = interrupted.DEST
@@ -179,7 +179,7 @@ class SharedTest(_KeptLeftoverTest):
             return answer
 
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_evac_cleanup.testing.fake_libvirt.FakeLibvirtDriver.'
+            'tests.harness.fake_libvirt.FakeLibvirtDriver.'
             'instance_on_disk', hiccup))
         server, _error = self._fail_evacuation(server, 'wait_for_boot')
 

@@ -39,8 +39,8 @@ from nova.tests.fixtures import libvirt as fakelibvirt
 from nova.tests.functional.libvirt import test_evacuate as nova_evacuate
 from nova.virt.libvirt import driver as libvirt_driver
 
-from nova_evac_cleanup.testing import fixtures as evac_fixtures
-from nova_evac_cleanup.testing import functional
+from nova_evac_cleanup import fixture as evac_fixture
+from tests.harness import functional
 
 # Failure points after the disks exist where libvirt leaves debris.
 BEFORE_GUEST = '_get_guest_xml'
@@ -71,7 +71,7 @@ class _LibvirtSpawnFailureTest(nova_evacuate._LibvirtEvacuateTest):
                           'nova is not patched with patches/')
         elif self.FIXED:
             # compute1, started after the source fails, runs the cleanup.
-            self.useFixture(evac_fixtures.EvacuateCleanupFixture())
+            self.useFixture(evac_fixture.EvacuateCleanupFixture())
 
     def _boot_and_fail_source(self):
         """Boot on compute0, then force it down and start compute1.

@@ -49,8 +49,8 @@ from nova import objects
 from nova.scheduler.client import report
 
 from nova_evac_cleanup import host_lock
-from nova_evac_cleanup.testing import fake_libvirt
 from tests.functional import test_interrupted_evacuation as interrupted
+from tests.harness import fake_libvirt
 
 CONF = nova.conf.CONF
 SOURCE = interrupted.SOURCE
@@ -203,7 +203,7 @@ class ServerHeldUntilTheLastStepTest(_ResumeTest):
             return real(driver, context, instance, *args, **kwargs)
 
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_evac_cleanup.testing.fake_libvirt.FakeLibvirtDriver.'
+            'tests.harness.fake_libvirt.FakeLibvirtDriver.'
             'destroy', destroy))
         self._restart_dest()
 

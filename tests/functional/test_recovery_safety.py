@@ -32,8 +32,8 @@ from nova.compute import task_states
 
 from nova_evac_cleanup import journal
 from nova_evac_cleanup import recovery
-from nova_evac_cleanup.testing import fake_libvirt
 from tests.functional import test_interrupted_evacuation as interrupted
+from tests.harness import fake_libvirt
 
 SOURCE = interrupted.SOURCE
 DEST = interrupted.DEST
@@ -136,7 +136,7 @@ class RecoverySafetyTest(interrupted._InterruptedEvacuationTest):
             return real(driver, context, instance, dest, *args, **kwargs)
 
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_evac_cleanup.testing.fake_libvirt.FakeLibvirtDriver.'
+            'tests.harness.fake_libvirt.FakeLibvirtDriver.'
             'migrate_disk_and_power_off', copy_slowly))
         self.addCleanup(resume.set)
         self.api.post_server_action(server['id'],

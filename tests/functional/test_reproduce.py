@@ -12,7 +12,7 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""``nova-evac-reproduce``, run as a user runs it: in a subprocess.
+"""The reproduction, run as ``tox -e reproduce`` runs it: in a subprocess.
 
 Every run starts real nova in-process twice and costs some seconds, so each
 command line is run once per test process and its result shared by the
@@ -20,9 +20,9 @@ tests of a class (:func:`run`).
 """
 
 import json
+import os
 import subprocess
 import sys
-import tempfile
 
 import testtools
 from testtools import content
@@ -32,20 +32,22 @@ TIMEOUT = 300
 
 _RUNS = {}
 
+#: The checkout: the reproduction is a module of its test tree.
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+
 
 def run(*args):
-    """Run ``nova-evac-reproduce`` with ``args``, once per process.
+    """Run ``python -m tests.reproduce`` with ``args``, once per process.
 
-    It runs from an empty directory, as it must work from anywhere.
+    It runs from the checkout's root, as ``tox -e reproduce`` runs it.
 
     :returns: a ``subprocess.CompletedProcess`` with text output
     """
     if args not in _RUNS:
-        with tempfile.TemporaryDirectory() as cwd:
-            _RUNS[args] = subprocess.run(
-                [sys.executable, '-m', 'nova_evac_cleanup.reproduce'] +
-                list(args),
-                cwd=cwd, capture_output=True, text=True, timeout=TIMEOUT)
+        _RUNS[args] = subprocess.run(
+            [sys.executable, '-m', 'tests.reproduce'] + list(args),
+            cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT)
     return _RUNS[args]
 
 

@@ -48,7 +48,7 @@ NOVA_FUNCTIONAL_REGEX=${NOVA_FUNCTIONAL_REGEX:-'(libvirt\.test_evacuate|regressi
 # This project's tests that assert the fixed behaviour. The others assert
 # stock nova's bug and cannot pass on a patched nova: the *StockTest
 # classes, the smoke test of the debris (test_failed_evacuate_leaves_debris)
-# and nova-evac-reproduce, whose stock run would be patched too.
+# and the reproduction, whose stock run would be patched too.
 # AuditCommandTest starts nova-evac-cleanup audit on this release.
 OUR_REGEX=${OUR_REGEX:-'(FixedTest|EdgeCasesTest|AuditCommandTest)'}
 # Fixed-behaviour tests to leave out (a regex; none by default: the series

@@ -40,9 +40,9 @@ import time
 import fixtures
 import testscenarios
 
-from nova_evac_cleanup.testing import fake_libvirt
-from nova_evac_cleanup.testing import functional as base
 from tests.functional import test_evacuate_after_spawn as after_spawn
+from tests.harness import fake_libvirt
+from tests.harness import functional as base
 
 load_tests = testscenarios.load_tests_apply_scenarios
 
@@ -64,7 +64,7 @@ class DesignMatrixTest(after_spawn._AfterSpawnTest):
             # A driver that removes what its spawn created after a failure
             # at any stage, not only inside _create_guest_with_network.
             self.useFixture(fixtures.MonkeyPatch(
-                'nova_evac_cleanup.testing.fake_libvirt.SELF_CLEANING_STAGES',
+                'tests.harness.fake_libvirt.SELF_CLEANING_STAGES',
                 fake_libvirt.STAGES))
         super().setUp()
 

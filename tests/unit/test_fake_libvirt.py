@@ -28,7 +28,7 @@ from nova.tests.unit import fake_instance
 from nova.virt import driver
 from nova.virt import fake
 
-from nova_evac_cleanup.testing import fake_libvirt
+from tests.harness import fake_libvirt
 
 DISK = fake_libvirt.DISK_SIZE
 PARTIAL = fake_libvirt.PARTIAL_DISK_SIZE

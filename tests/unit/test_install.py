@@ -29,8 +29,8 @@ from oslo_config import fixture as config_fixture
 import nova_evac_cleanup
 from nova_evac_cleanup.cmd import compute as compute_cmd
 from nova_evac_cleanup import conf
+from nova_evac_cleanup import fixture as evac_fixture
 from nova_evac_cleanup import spawn_failure
-from nova_evac_cleanup.testing import fixtures as evac_fixtures
 
 
 class TestInstall(test.NoDBTestCase):
@@ -93,7 +93,7 @@ class TestFixture(test.NoDBTestCase):
 
     def test_fixture_installs_and_restores(self):
         before = dict(service.SERVICE_MANAGERS)
-        fixture = evac_fixtures.EvacuateCleanupFixture()
+        fixture = evac_fixture.EvacuateCleanupFixture()
 
         with fixture:
             self.assertEqual('nova_evac_cleanup.manager.ComputeManager',

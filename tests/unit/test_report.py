@@ -20,7 +20,7 @@ import docutils.core
 import docutils.utils
 import testtools
 
-from nova_evac_cleanup.reproduce import report
+from tests.reproduce import report
 
 
 def parse_rst_table(text):

@@ -39,9 +39,9 @@ import uuid
 
 import pymysql
 
-from nova_evac_cleanup.deployment import client
-from nova_evac_cleanup.deployment import hypervisor
-from nova_evac_cleanup.deployment import standins
+from tests.deployment.tier import client
+from tests.deployment.tier import hypervisor
+from tests.deployment.tier import standins
 
 # oslo.log's line: date time pid LEVEL logger
 CRITICAL = re.compile(rb'^\S+ \S+ \d+ CRITICAL ')
@@ -68,7 +68,7 @@ pipeline = faultwrap oscomputeversionapp
 pipeline = compute_req_id faultwrap oscomputeversionapp_v2
 
 [filter:admincontext]
-paste.filter_factory = nova_evac_cleanup.deployment.auth:AdminContext.factory
+paste.filter_factory = tests.deployment.tier.auth:AdminContext.factory
 
 [filter:compute_req_id]
 paste.filter_factory = nova.api.compute_req_id:ComputeReqIdMiddleware.factory
@@ -602,7 +602,7 @@ class Deployment(object):
 
     def _start_control(self):
         standins = Service('standins', [
-            sys.executable, '-m', 'nova_evac_cleanup.deployment.standins',
+            sys.executable, '-m', 'tests.deployment.tier.standins',
             '--glance-port', str(self.ports['glance']),
             '--neutron-port', str(self.ports['neutron']),
             '--image', self.path('state', 'evac-tiny.qcow2'),
@@ -687,7 +687,7 @@ class Deployment(object):
         conf = self.path('etc', 'nova-compute-%s.conf' % host)
         if hook:
             argv = [sys.executable, '-m',
-                    'nova_evac_cleanup.deployment.faults',
+                    'tests.deployment.tier.faults',
                     '--fault-dir', self.fault_dir(host)]
             if binary == FIXED:
                 argv.append('--fixed')
@@ -868,10 +868,10 @@ class Deployment(object):
 
 
 def main(argv=None):
-    """``python -m nova_evac_cleanup.deployment.services --clean-stale``."""
+    """``python -m tests.deployment.tier.services --clean-stale``."""
     argv = sys.argv[1:] if argv is None else argv
     if argv != ['--clean-stale']:
-        sys.exit('usage: python -m nova_evac_cleanup.deployment.services '
+        sys.exit('usage: python -m tests.deployment.tier.services '
                  '--clean-stale')
     clean_stale(out=sys.stdout)
 

@@ -16,11 +16,11 @@
 
 One module renders what both ways of showing the bug print:
 
-* ``nova-evac-reproduce`` (in-process nova, fake libvirt driver):
+* ``tox -e reproduce`` (in-process nova, fake libvirt driver):
   :func:`story_text` narrates one run step by step and
   :func:`summary_text` puts the runs side by side; both take the dicts of
-  :mod:`nova_evac_cleanup.reproduce.story` and
-  :mod:`nova_evac_cleanup.reproduce.verdict`.
+  :mod:`tests.reproduce.story` and
+  :mod:`tests.reproduce.verdict`.
 * the deployment tier (``tox -e deployment``: nova processes, real libvirtd
   and QEMU): :func:`deployment_text` puts the rows its scenarios recorded
   side by side, then the timings and the memory of the processes.

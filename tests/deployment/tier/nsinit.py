@@ -16,7 +16,7 @@
 
 Run by ``unshare --mount --uts --pid --mount-proc --fork``::
 
-    python -m nova_evac_cleanup.deployment.nsinit ROOT HOSTNAME -- CMD...
+    python -m tests.deployment.tier.nsinit ROOT HOSTNAME -- CMD...
 
 It bind-mounts ``ROOT/{etc,run,lib,log,cache}`` over libvirt's directories,
 sets the hostname (libvirt's hostname is nova's node name), runs ``CMD``

@@ -12,10 +12,16 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""``python -m nova_evac_cleanup.reproduce``: ``nova-evac-reproduce``."""
+"""Reproduce the bug on real nova, stock and fixed, and compare.
 
-import sys
+* :mod:`.cli`: the ``tox -e reproduce`` command; it prepares the
+  process for nova before anything of nova is imported;
+* :mod:`.story`: the story, played on real nova in-process;
+* :mod:`.verdict`: what the observations mean, and the operator's steps;
+* :mod:`.report`: the text, shared with the deployment tier's report.
 
-from nova_evac_cleanup.reproduce import cli
+Only :mod:`.cli` and :mod:`.report` may be imported before nova's eventlet
+monkey patching: the others import nova.
+"""
 
-sys.exit(cli.main())
+from tests.reproduce.cli import main  # noqa: F401

@@ -16,7 +16,7 @@
 
 ::
 
-    python -m nova_evac_cleanup.deployment.standins \\
+    python -m tests.deployment.tier.standins \\
         --glance-port G --neutron-port N --image QCOW2 --image-id UUID \\
         [--image-dir DIR]
 

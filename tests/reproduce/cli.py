@@ -12,7 +12,7 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""``nova-evac-reproduce``: show the bug and the fix on real nova.
+"""``tox -e reproduce``: show the bug and the fix on real nova.
 
 It starts nova in-process (API, conductor, scheduler, placement and two
 computes on the fake libvirt driver) twice, once with stock nova and once
@@ -89,7 +89,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser(stages, storage_modes):
     parser = _Parser(
-        prog='nova-evac-reproduce',
+        prog='tox -e reproduce --',
         description='Reproduce, on real nova running in-process, what a '
                     'nova evacuation whose spawn fails on the destination '
                     'leaves behind there, with stock nova and with this '
@@ -133,7 +133,7 @@ def main(argv=None):
     # its test fixtures; keep the real ones for the story and the progress.
     stdout, stderr = sys.stdout, sys.stderr
     bootstrap()
-    from nova_evac_cleanup.testing import fake_libvirt
+    from tests.harness import fake_libvirt
 
     args = build_parser(fake_libvirt.STAGES,
                         fake_libvirt.STORAGE_MODES).parse_args(argv)
@@ -142,12 +142,12 @@ def main(argv=None):
     try:
         return _run(args, stdout, stderr)
     except KeyboardInterrupt:
-        stderr.write('nova-evac-reproduce: interrupted\n')
+        stderr.write('reproduce: interrupted\n')
         return 130
     except Exception as exc:
         if verbose:
             raise
-        stderr.write('nova-evac-reproduce: error: %s: %s (run with -v for '
+        stderr.write('reproduce: error: %s: %s (run with -v for '
                      'the traceback)\n' % (type(exc).__name__, exc))
         return 1
 
@@ -155,9 +155,9 @@ def main(argv=None):
 def _run(args, stdout, stderr):
     progress = Progress(stderr)
     progress('importing nova ...')
-    from nova_evac_cleanup.reproduce import report
-    from nova_evac_cleanup.reproduce import story
-    from nova_evac_cleanup.reproduce import verdict
+    from tests.reproduce import report
+    from tests.reproduce import story
+    from tests.reproduce import verdict
     # Importing nova's test tree installs a root log handler on stdout.
     quiet_logging(stderr if args.verbose else None)
 

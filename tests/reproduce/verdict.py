@@ -12,21 +12,21 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""Judge what ``nova-evac-reproduce`` observed.
+"""Judge what ``tox -e reproduce`` observed.
 
-Pure functions over the dicts :func:`nova_evac_cleanup.reproduce.story.play`
+Pure functions over the dicts :func:`tests.reproduce.story.play`
 returns: whether stock nova showed the bug (and whether it was expected to,
 for the stage and storage), whether the fixed computes left compute1 clean,
 and which manual steps an operator would still need.
 
 It reads the fake libvirt driver's stages, which imports nova: import it
 once nova's eventlet monkey patching is done, as
-:mod:`nova_evac_cleanup.reproduce.story`.
+:mod:`tests.reproduce.story`.
 """
 
 from nova_evac_cleanup import runbook
-from nova_evac_cleanup.testing import fake_libvirt
-from nova_evac_cleanup.testing import functional
+from tests.harness import fake_libvirt
+from tests.harness import functional
 
 #: The stages of the fake libvirt driver's spawn whose failure the driver
 #: cleans up itself, and the first stage (nothing created yet).

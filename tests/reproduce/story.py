@@ -12,7 +12,7 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""The story ``nova-evac-reproduce`` tells, played on real nova in-process.
+"""The story ``tox -e reproduce`` tells, played on real nova in-process.
 
 :func:`play` runs :class:`StoryTestCase`, a one-test subclass of the
 functional harness' :class:`EvacuateTestCase`, and returns what it observed
@@ -21,7 +21,7 @@ compute0, evacuate to compute1 with a spawn failure injected at a stage,
 look at what is left on compute1, evacuate again without a fault.
 
 This module imports nova: import it only once nova's eventlet monkey
-patching is done (see :mod:`nova_evac_cleanup.reproduce.cli`).
+patching is done (see :mod:`tests.reproduce.cli`).
 """
 
 import logging
@@ -31,8 +31,8 @@ import traceback
 
 import testtools
 
-from nova_evac_cleanup.testing import fake_libvirt
-from nova_evac_cleanup.testing import functional
+from tests.harness import fake_libvirt
+from tests.harness import functional
 
 SOURCE = functional.SOURCE
 DEST = functional.DEST

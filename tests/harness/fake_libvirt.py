@@ -42,7 +42,7 @@ nova reuses the driver object or builds a new one, just as libvirt's domains
 and the files on disk survive a restart of nova-compute.
 
 Install a world with :class:`FakeLibvirtFixture` and load the driver with
-``compute_driver = nova_evac_cleanup.testing.fake_libvirt.FakeLibvirtDriver``
+``compute_driver = tests.harness.fake_libvirt.FakeLibvirtDriver``
 (:data:`DRIVER`).
 """
 
@@ -70,7 +70,7 @@ LOG = logging.getLogger(__name__)
 
 #: The value of ``[DEFAULT] compute_driver`` that loads
 #: :class:`FakeLibvirtDriver`.
-DRIVER = 'nova_evac_cleanup.testing.fake_libvirt.FakeLibvirtDriver'
+DRIVER = 'tests.harness.fake_libvirt.FakeLibvirtDriver'
 
 #: Storage layouts. ``non-shared``: every host has its own instances
 #: directory with the disks in it (the libvirt default with local qcow2
@@ -1071,7 +1071,7 @@ class FakeLibvirtFixture(fixtures.Fixture):
             root = self.useFixture(fixtures.TempDir()).path
         self.world = FakeLibvirtWorld(root, storage=self.storage)
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_evac_cleanup.testing.fake_libvirt._WORLD', self.world))
+            'tests.harness.fake_libvirt._WORLD', self.world))
         self.useFixture(fixtures.MonkeyPatch(
             'nova.virt.driver.load_compute_driver',
             _driver_loader(driver.load_compute_driver)))

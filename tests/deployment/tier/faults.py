@@ -16,7 +16,7 @@
 
 ::
 
-    python -m nova_evac_cleanup.deployment.faults --fault-dir DIR [--fixed] \\
+    python -m tests.deployment.tier.faults --fault-dir DIR [--fixed] \\
         --config-file nova.conf
 
 Runs ``nova-compute`` (or, with ``--fixed``, ``nova-compute-evac-cleanup``)

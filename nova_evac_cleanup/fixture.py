@@ -12,7 +12,12 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""Fixtures for tests of nova with the evacuation cleanup."""
+"""A fixture for other projects' tests of nova with the evacuation cleanup.
+
+Public API, like oslo.concurrency's ``fixture`` package: never imported by
+the compute manager or the operator's command. It needs ``fixtures``,
+which ``pip install nova-evac-cleanup[testing]`` installs.
+"""
 
 import fixtures
 from nova import service

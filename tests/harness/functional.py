@@ -17,8 +17,8 @@
 :class:`EvacuateTestCase` starts nova's API, conductor, scheduler, the
 placement fixture from openstack-placement and two computes, ``compute0``
 (the source) and ``compute1`` (the destination), on the fake libvirt driver.
-It is used by this project's functional tests and by
-``nova-evac-reproduce``, so both tell the same story the same way.
+It is used by this project's functional tests and by the reproduction
+(:mod:`tests.reproduce`), so both tell the same story the same way.
 
 Where the fix of a :attr:`EvacuateTestCase.FIXED` test comes from is chosen
 with the environment variable ``NOVA_EVAC_CLEANUP_FIX``: ``mixin`` (the
@@ -46,9 +46,9 @@ from nova.tests.functional import integrated_helpers
 from nova import utils
 
 from nova_evac_cleanup import conf as evac_conf
+from nova_evac_cleanup import fixture as evac_fixture
 from nova_evac_cleanup import host_lock
-from nova_evac_cleanup.testing import fake_libvirt
-from nova_evac_cleanup.testing import fixtures as evac_fixtures
+from tests.harness import fake_libvirt
 
 evac_conf.register_opts(nova_conf.CONF)
 
@@ -147,7 +147,7 @@ class EvacuateTestCase(integrated_helpers.ProviderUsageBaseTestCase):
         elif self.FIXED:
             # Every compute started from now on, restarted ones too, runs
             # the evacuation cleanup.
-            self.useFixture(evac_fixtures.EvacuateCleanupFixture())
+            self.useFixture(evac_fixture.EvacuateCleanupFixture())
         self.compute0 = self._start_compute(SOURCE)
         self.compute1 = self._start_compute(DEST)
         self.dest_rp = self._get_provider_uuid_by_host(DEST)

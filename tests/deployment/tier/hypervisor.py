@@ -102,7 +102,7 @@ class LibvirtHost(object):
         self.proc = subprocess.Popen(
             ['unshare', '--mount', '--uts', '--pid', '--mount-proc',
              '--fork', '--kill-child', '--propagation', 'private',
-             sys.executable, '-m', 'nova_evac_cleanup.deployment.nsinit',
+             sys.executable, '-m', 'tests.deployment.tier.nsinit',
              self.root, self.name, '--',
              'libvirtd', '-f', '/etc/libvirt/libvirtd.conf',
              '--pid-file', '/run/libvirt/libvirtd.pid'],

@@ -12,4 +12,10 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""Test helpers: a libvirt-like fake compute driver and fixtures."""
+"""``python -m tests.reproduce``: ``tox -e reproduce``."""
+
+import sys
+
+from tests.reproduce import cli
+
+sys.exit(cli.main())
