@@ -15,11 +15,14 @@
 # The sdist is extracted and every patch listed in SERIES_DIR/series is, in
 # order, checked with `git apply --check` and `patch -p1 --fuzz=0 --dry-run`
 # and then applied with `patch -p1 --fuzz=0`. Offsets are accepted; fuzz,
-# rejects or any failure make the script exit non-zero.
+# rejects or any failure make the script exit non-zero. The unpacked sdist
+# is also committed to a scratch git repository and the series applied
+# there with `git am`, which must succeed and give the same tree as
+# `patch` (nova's own git history is not needed).
 set -euo pipefail
 
 usage() {
-    sed -n '3,18p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '3,21p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
 }
 
@@ -68,6 +71,33 @@ cd "$tree"
 # make sure git does not pick up an enclosing repository
 export GIT_CEILING_DIRECTORIES=$workdir
 
+# a scratch repository of the pristine sdist, for the `git am` check; it
+# tracks only the files the series touches, which is all `git am` needs
+# (the whole tree would take seconds to hash)
+sgit() {
+    git -c user.name=check_series -c user.email=check_series@localhost \
+        -c commit.gpgsign=false -c core.autocrlf=false "$@"
+}
+patches=()
+while read -r p || [ -n "$p" ]; do
+    case "$p" in ''|'#'*) continue ;; esac
+    patches+=("$series_dir/$p")
+done < "$series_dir/series"
+touched=()
+if [ "${#patches[@]}" -gt 0 ]; then
+    while read -r f; do
+        touched+=("$f")
+    done < <(cat "${patches[@]}" 2>/dev/null |
+             sed -n 's|^diff --git a/\([^ ]*\) b/.*|\1|p' | sort -u)
+fi
+sgit init -q .
+for f in "${touched[@]}"; do
+    if [ -e "$f" ]; then
+        sgit add -f -- "$f"
+    fi
+done
+sgit commit -q --no-verify --allow-empty -m "nova $version sdist"
+
 echo "== applying $series_dir/series to $(basename "$sdist")"
 rc=0
 n=0
@@ -112,6 +142,22 @@ fi
 if [ "$rc" -eq 0 ] && find . -name '*.rej' -o -name '*.orig' | grep -q .; then
     echo "FAIL: reject/orig files left behind" >&2
     rc=1
+fi
+if [ "$rc" -eq 0 ]; then
+    # the same series with `git am`, on the pristine sdist commit
+    sgit add -f -A -- "${touched[@]}"
+    patched_tree=$(sgit write-tree)
+    sgit reset -q --hard HEAD
+    if ! out=$(sgit am --quiet "${patches[@]}" 2>&1); then
+        echo "FAIL: git am" >&2
+        echo "$out" >&2
+        rc=1
+    elif [ "$(sgit rev-parse 'HEAD^{tree}')" != "$patched_tree" ]; then
+        echo "FAIL: git am gives a different tree than patch -p1" >&2
+        rc=1
+    else
+        echo "ok: git am: $n commit(s), same tree as patch -p1"
+    fi
 fi
 if [ "$rc" -eq 0 ]; then
     echo "PASS: nova $version: $n patch(es) apply with no fuzz and no rejects"
