@@ -353,7 +353,7 @@ class Scenarios(base.EvacuateTestCase):
         until there are each of ``sweep_records``; at each size the
         destination restarts ``sweep_restarts`` times with nothing to do.
         Timed per restart: nova's own ``ComputeManager.init_host``, the
-        sweep (``recovery.sweep``) and the manager's whole ``init_host``;
+        sweep (``sweep.sweep``) and the manager's whole ``init_host``;
         counted: the SQL queries each runs on its own thread.
         """
         if not self.FIXED:

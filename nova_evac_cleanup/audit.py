@@ -20,7 +20,7 @@
    instance here, no migration in progress here, no finding), and the
    instances of the findings that have no allocation left;
 4. what ``--delete`` does (or did) about them: exactly what the start-up
-   sweep's ``clean`` does (:func:`nova_evac_cleanup.recovery.settle`).
+   sweep's ``clean`` does (:func:`nova_evac_cleanup.sweep.settle`).
 
 Without ``delete`` nothing is written anywhere.
 """
@@ -28,8 +28,9 @@ Without ``delete`` nothing is written anywhere.
 from nova import exception
 from nova import objects
 
+from nova_evac_cleanup import classification
 from nova_evac_cleanup import findings
-from nova_evac_cleanup import recovery
+from nova_evac_cleanup import sweep
 
 
 def _service_up(context, host):
@@ -55,11 +56,11 @@ def report(manager, context, delete=False):
     nodes = findings.nodes(manager, context)
     if delete:
         for finding in found:
-            recovery.settle(manager, context, finding)
+            sweep.settle(manager, context, finding)
     # An entry nothing is left of, or of an instance that lives here, is
     # only examined (and with delete forgotten).
     found = [f for f in found if f.ended or f.left_here() or
-             f.refuses_evacuations() or f.kind == findings.INTERRUPTED]
+             f.refuses_evacuations() or f.kind == classification.INTERRUPTED]
     result = {
         'host': manager.host,
         'delete': delete,
@@ -76,7 +77,7 @@ def report(manager, context, delete=False):
         # Without delete: what ending the evacuation would leave.
         left = set(findings.allocations(manager, context,
                                         finding.instance_uuid))
-        if not delete and finding.kind == findings.INTERRUPTED:
+        if not delete and finding.kind == classification.INTERRUPTED:
             left -= set(nodes)
         if not left:
             result['missing_allocations'].append(finding.instance_uuid)

@@ -12,28 +12,22 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""What evacuations to this host left, and whether one may be ended.
+"""What evacuations to this host left: the reads.
 
 Reads only: the journal, the database, placement and the hypervisor. The
 start-up sweep and ``nova-evac-cleanup audit`` find the same things here
-(:func:`find`); :mod:`nova_evac_cleanup.recovery` ends what
-:func:`classify` says may be ended, and nothing else.
-
-The rule is *when in doubt, report and keep*. Only an evacuation this host
-journaled (:mod:`nova_evac_cleanup.journal`) is a candidate, and only while
-the instance's current state still names it: not hosted here, its task
-state one of the evacuation's rebuild states, the migration the instance's
-newest move with none other in progress, its migration context naming the
-migration (or dropped by nova's own handler of that very evacuation).
-Every other kind is reported with the commands an operator would run.
+(:func:`find`); each finding is classified by
+:func:`nova_evac_cleanup.classification.classify`, and
+:mod:`nova_evac_cleanup.recovery` ends what it says may be ended, and
+nothing else.
 """
 
 from nova.compute import task_states
 from nova import exception
 from nova import objects
-from nova.objects import fields
 from oslo_log import log as logging
 
+from nova_evac_cleanup import classification
 from nova_evac_cleanup import journal
 from nova_evac_cleanup import leftovers
 from nova_evac_cleanup import ownership
@@ -41,33 +35,6 @@ from nova_evac_cleanup import runbook
 
 LOG = logging.getLogger(__name__)
 
-#: The only kinds that are acted on: an evacuation this host did not live
-#: to end, and one whose ending only lacks its journal entry's removal.
-INTERRUPTED = 'interrupted'
-ENDED = 'ended'
-#: Reported and kept.
-RESET = 'interrupted-reset'
-MOVED_ON = 'moved-on'
-IN_PROGRESS = 'other-operation-in-progress'
-NOT_CLAIMED = 'not-claimed'
-FAILED = 'failed-leftover'
-DELETED = 'instance-deleted'
-LIVES_HERE = 'lives-here'
-FOREIGN_GUEST = 'foreign-guest'
-UNJOURNALED = 'unjournaled'
-
-_EVACUATION = fields.MigrationType.EVACUATION
-#: Statuses of a migration that is over, whatever its type.
-_OVER = frozenset(['confirmed', 'reverted', 'error', 'failed', 'completed',
-                   'cancelled', 'done'])
-#: Statuses of an evacuation this host may still have to end:
-#: ``pre-migrating`` (the claim), ``completed`` (by a source that came back
-#: first), ``failed`` (by nova's handler, or this host's own ending, cut).
-#: The statuses of an evacuation this host may end: in progress
-#: (``accepted`` when it died before its rebuild code began), or set by
-#: its source's start-up (``completed``) or by nova's handler (``failed``).
-_IN_PROGRESS = ('accepted', 'pre-migrating')
-_ENDABLE = _IN_PROGRESS + ('completed', 'failed')
 _INSTANCE_ATTRS = ['info_cache', 'flavor', 'migration_context']
 
 
@@ -114,7 +81,8 @@ class Finding(object):
         """Whether it makes the next evacuation of the server here fail."""
         return bool(self.entry is not None and not self.files_shared and
                     (self.guest or (self.files and self.entry.spawning)) and
-                    self.kind not in (LIVES_HERE, DELETED))
+                    self.kind not in (classification.LIVES_HERE,
+                                      classification.DELETED))
 
     def as_dict(self):
         instance, migration = self.instance, self.migration
@@ -173,70 +141,6 @@ def load(context, finding):
         sort_keys=['created_at', 'id'], sort_dirs=['desc', 'desc']))
 
 
-def classify(host, instance, migration, moves, entry=None):
-    """Whether the instance's state still names the evacuation to ``host``.
-
-    :param moves: every migration record of the instance, of any type,
-        newest first
-    :param entry: this host's journal entry of the evacuation, if any: an
-        ending of its own that this host did not finish is recognised
-        (:attr:`~nova_evac_cleanup.journal.Entry.ending`)
-    :returns: ``(kind, reason)``; the kind is :data:`INTERRUPTED` or
-        :data:`ENDED` only when the evacuation may be ended
-    """
-    if instance is None or instance.deleted:
-        return DELETED, 'the instance was deleted'
-    if instance.host == host:
-        return LIVES_HERE, 'the instance is hosted here'
-    busy = [m for m in moves if m.status not in _OVER and (
-        migration is None or m.id != migration.id)]
-    if busy:
-        return IN_PROGRESS, 'migration %s (%s, %s) of the instance is in ' \
-            'progress' % (busy[0].uuid, busy[0].migration_type,
-                          busy[0].status)
-    if migration is None:
-        return FOREIGN_GUEST, ('the instance is hosted on %s and no '
-                               'evacuation of it to this host is known' %
-                               instance.host)
-    newest = moves[0] if moves else None
-    if newest is None or newest.id != migration.id:
-        return MOVED_ON, (
-            'migration %s (%s, %s) of the instance is newer' % (
-                newest.uuid, newest.migration_type, newest.status)
-            if newest is not None else 'no migration of the instance is known')
-    ending = entry.ending if entry is not None else None
-    if ending is not None:
-        if instance.task_state == ending.get('task_state'):
-            return INTERRUPTED, ('this host was ending the evacuation when '
-                                 'it stopped: it holds the server still')
-        if ending.get('releasing') and instance.task_state is None:
-            return ENDED, ('this host ended the evacuation; only its '
-                           'journal entry was left')
-        return RESET, ('the instance is in task state %s, not the %s this '
-                       'host held while ending the evacuation (reset by an '
-                       'operator?)' % (instance.task_state,
-                                       ending.get('task_state')))
-    if migration.status not in _ENDABLE:
-        return NOT_CLAIMED, 'the migration is %s' % migration.status
-    # nova's own handler of the evacuation drops the migration context
-    # when it aborts the claim, before it fails the migration.
-    context = instance.migration_context
-    if context is not None and context.migration_id != migration.id:
-        return NOT_CLAIMED, ("the instance's migration context names "
-                             "another migration")
-    if instance.task_state not in task_states.rebuild_states:
-        if migration.status == 'failed':
-            return FAILED, 'the evacuation failed and its handler ran'
-        return RESET, ('the instance is in task state %s, not the '
-                       'evacuation\'s (reset by an operator?)' %
-                       instance.task_state)
-    if migration.status == 'failed':
-        return INTERRUPTED, ('this host died while nova ended the failed '
-                             'evacuation: the server is still in its '
-                             'rebuild task state')
-    return INTERRUPTED, 'this host died while running the evacuation'
-
-
 def nodes(manager, context):
     """The compute node uuids of this host, from the database.
 
@@ -261,13 +165,13 @@ def describe(manager, context, finding, host_nodes):
     placement.
     """
     instance, entry = finding.instance, finding.entry
-    finding.kind, finding.reason = classify(
+    finding.kind, finding.reason = classification.classify(
         finding.host, instance, finding.migration, finding.moves, entry)
     finding.actions, finding.commands = [], []
     if instance is None:
         return
     finding.guest = leftovers.guest_state(manager.driver, instance)
-    path = ownership.instance_path(finding.host, instance.uuid)
+    path = ownership.instance_path(instance.uuid)
     finding.files = {
         '%s/%s' % (path, name): size for name, size in
         ownership.contents(path).items()}
@@ -287,7 +191,7 @@ def describe(manager, context, finding, host_nodes):
     finding.disks = (
         'remove: the evacuation created %s, not on shared storage' % path
         if finding.owns_directory else 'keep: %s' % why)
-    if finding.kind == INTERRUPTED:
+    if finding.kind == classification.INTERRUPTED:
         finding.actions = _actions(finding)
         return
     finding.commands = commands(finding)
@@ -297,7 +201,7 @@ def _actions(finding):
     """What ending the interrupted evacuation does, in order."""
     instance, migration = finding.instance, finding.migration
     actions = []
-    if migration.status in _IN_PROGRESS:
+    if migration.status in classification.RUNNING_STATUSES:
         actions.append('set migration %s to failed' % migration.uuid)
     actions.append('destroy the guest on %s and %s' % (
         finding.host, 'remove its disks' if finding.owns_directory
@@ -312,18 +216,17 @@ def _actions(finding):
 def commands(finding):
     """What an operator would run to end a finding that is only reported."""
     instance = finding.instance
-    if finding.kind in (IN_PROGRESS, LIVES_HERE, DELETED) or (
-            not finding.left_here()):
+    if finding.kind in classification.NOVAS_OWN or not finding.left_here():
         return []
     # Files this evacuation does not own are only ever reported: whether
     # they are on storage shared with the instance's host is for the
     # operator to check.
     steps = runbook.cleanup_steps(
         finding.host, instance.uuid, instance.name,
-        task_stuck=(finding.kind == INTERRUPTED or
+        task_stuck=(finding.kind == classification.INTERRUPTED or
                     instance.task_state in task_states.rebuild_states),
         guest=finding.guest,
-        instance_dir=(ownership.instance_path(finding.host, instance.uuid)
+        instance_dir=(ownership.instance_path(instance.uuid)
                       if finding.files and not finding.files_shared
                       else None),
         shared_with=instance.host, providers=finding.allocation_here)
@@ -390,7 +293,8 @@ def find(manager, context, guests=True, history=False):
         known.update(f.instance_uuid for f in reported)
     if history:
         migrations = objects.MigrationList.get_by_filters(
-            context, {'host': host, 'migration_type': _EVACUATION},
+            context, {'host': host,
+                      'migration_type': classification.EVACUATION},
             sort_keys=['created_at', 'id'], sort_dirs=['desc', 'desc'])
         for migration in migrations:
             examined += 1
@@ -416,22 +320,22 @@ def _record_finding(manager, context, instance_uuid, host_nodes,
     if migration is None:
         evacuations = objects.MigrationList.get_by_filters(
             context, {'instance_uuid': instance_uuid,
-                      'migration_type': _EVACUATION, 'host': manager.host},
+                      'migration_type': classification.EVACUATION,
+                      'host': manager.host},
             sort_keys=['created_at', 'id'], sort_dirs=['desc', 'desc'])
         migration = next((m for m in evacuations
                           if m.dest_compute == manager.host), None)
     finding.migration = migration
     load(context, finding)
     describe(manager, context, finding, host_nodes)
-    if finding.kind in (LIVES_HERE, DELETED, IN_PROGRESS):
-        # nova's own: an incoming operation, or a guest nova reaps.
+    if finding.kind in classification.NOVAS_OWN:
         return None
     if not finding.left_here():
         return None
-    if finding.kind == INTERRUPTED:
+    if finding.kind == classification.INTERRUPTED:
         # Interrupted before this host journaled evacuations (stock nova,
         # the patch series, or the cleanup disabled): no proof to act on.
-        finding.kind = UNJOURNALED
+        finding.kind = classification.UNJOURNALED
         finding.reason = ('interrupted, but this host holds no journal entry '
                           'of it')
         finding.actions = []

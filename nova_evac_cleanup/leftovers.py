@@ -79,7 +79,7 @@ def left_here(driver, entry, instance):
         instance directory with their sizes
     :raises OSError: if the instance directory cannot be read
     """
-    path = ownership.instance_path(entry.host, entry.instance_uuid)
+    path = ownership.instance_path(entry.instance_uuid)
     return guest_state(driver, instance), ownership.contents(path)
 
 
@@ -140,7 +140,7 @@ def end(driver, entry, instance):
 
 def commands(entry, instance, guest_left, files):
     """The runbook's commands that clear a kept leftover of ``entry``."""
-    path = ownership.instance_path(entry.host, entry.instance_uuid)
+    path = ownership.instance_path(entry.instance_uuid)
     steps = runbook.cleanup_steps(
         entry.host, entry.instance_uuid, instance.name, guest=guest_left,
         instance_dir=path if files else None,
@@ -188,7 +188,7 @@ def clear_or_refuse(manager, context, instance, migration_uuid):
             continue
         leftover = ' and '.join(filter(None, [
             guest_left and 'a %s guest' % guest_left,
-            files and ownership.instance_path(host, instance.uuid)]))
+            files and ownership.instance_path(instance.uuid)]))
         raise EvacuationLeftoverKept(
             host=host, leftover=leftover, migration=entry.migration_uuid,
             commands='; '.join(commands(entry, instance, guest_left, files)))

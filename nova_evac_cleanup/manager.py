@@ -49,9 +49,9 @@ from nova_evac_cleanup import journal
 from nova_evac_cleanup import leftovers
 from nova_evac_cleanup import nova_support
 from nova_evac_cleanup import ownership
-from nova_evac_cleanup import recovery
 from nova_evac_cleanup import shared_storage
 from nova_evac_cleanup import spawn_failure
+from nova_evac_cleanup import sweep
 from nova_evac_cleanup import unwind
 
 CONF = cfg.CONF
@@ -140,7 +140,7 @@ class EvacuateCleanupMixin(object):
         only (:mod:`nova_evac_cleanup.host_lock`). After nova's own
         start-up, and before this host accepts requests, ``[evacuate_cleanup]
         sweep_on_start`` decides what happens to the evacuations this host
-        journaled and did not finish: see :mod:`nova_evac_cleanup.recovery`.
+        journaled and did not finish: see :mod:`nova_evac_cleanup.sweep`.
         Nothing here stops the service from starting.
         """
         if not self._cleanup_runs:
@@ -161,7 +161,7 @@ class EvacuateCleanupMixin(object):
             mode = 'report'
         if (mode != 'off' and
                 self.driver.capabilities.get('supports_evacuate', False)):
-            recovery.sweep(self, nova_context.get_admin_context(), mode)
+            sweep.sweep(self, nova_context.get_admin_context(), mode)
         return result
 
     def _lock_host(self):
@@ -307,7 +307,7 @@ class EvacuateCleanupMixin(object):
                 LOG.warning('nova found the instance files not on shared '
                             'storage, but %s exists before spawn: its disks '
                             'are kept whatever happens',
-                            ownership.instance_path(self.host, instance.uuid),
+                            ownership.instance_path(instance.uuid),
                             instance=instance)
                 entry.shared_storage = None
             entry.spawning = True

@@ -50,13 +50,12 @@ LOG = logging.getLogger(__name__)
 MARKER = '.nova-evac-cleanup'
 
 
-def instance_path(host, instance_uuid):
-    """The instance directory on ``host``, where the libvirt driver keeps it.
+def instance_path(instance_uuid):
+    """The instance directory on this host, where the libvirt driver keeps it.
 
-    nova's own ``libvirt_utils.get_instance_path``, the one place the
-    libvirt driver finds it. The functional tests, whose hosts share one
-    process and one ``CONF``, give each host its own directory by replacing
-    nova's function or this one.
+    nova's own ``libvirt_utils.get_instance_path``: the one place the
+    libvirt driver finds it, so the two never disagree. Imported here:
+    it loads libvirt's helpers, which only this needs.
     """
     from nova.virt.libvirt import utils as libvirt_utils
 
@@ -86,7 +85,7 @@ def claim(entry):
     :returns: True if the directory was created here, False if it existed
     :raises OSError: if the directory or the entry could not be written
     """
-    path = instance_path(entry.host, entry.instance_uuid)
+    path = instance_path(entry.instance_uuid)
     if os.path.lexists(path):
         return False
     entry.claim = {'path': path}
@@ -149,7 +148,7 @@ def proof(entry):
     if not claimed.get('path'):
         return False, ('the instance directory was not created by the '
                        'evacuation (it existed before spawn)')
-    path = instance_path(entry.host, entry.instance_uuid)
+    path = instance_path(entry.instance_uuid)
     if path != claimed['path']:
         return False, 'the instance directory is now %s, not %s' % (
             path, claimed['path'])

@@ -60,12 +60,11 @@ from nova import objects
 from oslo_config import cfg
 from oslo_log import log as logging
 
+from nova_evac_cleanup import classification
 from nova_evac_cleanup import findings
-from nova_evac_cleanup import finish
 from nova_evac_cleanup import guest
 from nova_evac_cleanup import journal
 from nova_evac_cleanup import leftovers
-from nova_evac_cleanup import nova_support
 from nova_evac_cleanup import ownership
 from nova_evac_cleanup import runbook
 from nova_evac_cleanup import unwind
@@ -94,23 +93,23 @@ def recover(manager, context, finding):
 
     :returns: True if the evacuation was ended and the server released
     """
-    if finding.kind not in (findings.INTERRUPTED, findings.ENDED):
+    if finding.kind not in (classification.INTERRUPTED, classification.ENDED):
         return False
     classified = finding.instance.task_state
     findings.load(context, finding)
     findings.describe(manager, context, finding,
                       findings.nodes(manager, context))
     instance, entry = finding.instance, finding.entry
-    if finding.kind == findings.ENDED:
+    if finding.kind == classification.ENDED:
         return _end_entry(manager, finding)
-    if finding.kind != findings.INTERRUPTED or (
+    if finding.kind != classification.INTERRUPTED or (
             instance.task_state != classified):
         LOG.warning('Evacuation %s to %s changed since it was examined (%s: '
                     '%s); left alone', finding.migration_uuid, finding.host,
                     finding.kind, finding.reason,
                     instance_uuid=finding.instance_uuid)
-        if finding.kind == findings.INTERRUPTED:
-            finding.kind = findings.RESET
+        if finding.kind == classification.INTERRUPTED:
+            finding.kind = classification.RESET
         finding.commands = findings.commands(finding)
         return False
     if entry.ending is None:
@@ -165,13 +164,14 @@ def _still_ours(context, finding, classified):
                       instance_uuid=finding.instance_uuid)
         finding.errors.append('read: %s' % error)
         return False
-    kind, reason = findings.classify(
+    kind, reason = classification.classify(
         finding.host, finding.instance, finding.migration, finding.moves,
         finding.entry)
-    if kind == findings.INTERRUPTED and (
+    if kind == classification.INTERRUPTED and (
             finding.instance.task_state == classified):
         return True
-    finding.kind = findings.RESET if kind == findings.INTERRUPTED else kind
+    finding.kind = (classification.RESET
+                    if kind == classification.INTERRUPTED else kind)
     finding.reason = 'changed while being ended: %s' % reason
     LOG.warning('Evacuation %s to %s changed while this host ended it (%s); '
                 'left alone from here on', finding.migration_uuid,
@@ -224,7 +224,7 @@ def _destroy(manager, context, finding, network_info, block_device_info):
     present = leftovers.guest_state(manager.driver, instance)
     # Proof of ownership, taken now.
     owns, why = ownership.proof(finding.entry)
-    path = ownership.instance_path(finding.host, instance.uuid)
+    path = ownership.instance_path(instance.uuid)
     files = ownership.contents(path) if owns else {}
     guest.destroy(manager.driver, context, instance, network_info,
                   block_device_info, owns)
@@ -296,7 +296,7 @@ def _release(manager, context, finding, classified):
         instance.save(expected_task_state=[classified])
     except (exception.UnexpectedTaskStateError,
             exception.InstanceNotFound) as error:
-        finding.kind = findings.RESET
+        finding.kind = classification.RESET
         finding.reason = 'changed while being ended: %s' % error
         raise
     LOG.warning('Evacuation %s to %s was interrupted by the death of its '
@@ -334,133 +334,3 @@ def _end_entry(manager, finding):
     finding.ended = True
     leftovers.end(manager.driver, finding.entry, finding.instance)
     return True
-
-
-# The start-up sweep.
-
-def sweep(manager, context, mode):
-    """Find, log and, with ``mode`` ``clean``, end interrupted evacuations.
-
-    With ``report``, nothing is written anywhere. Never raises: a failure
-    is logged and the compute service starts.
-
-    :param mode: ``clean``, ``report`` or ``off``
-    :returns: the findings
-    """
-    if mode == 'off':
-        return []
-    if mode == 'clean' and not CONF.evacuate_cleanup.enabled:
-        LOG.info('[evacuate_cleanup] enabled is False: the start-up sweep '
-                 'only reports')
-        mode = 'report'
-    try:
-        found, examined = findings.find(manager, context, guests=False)
-    except Exception:
-        LOG.exception('Could not look for interrupted evacuations to %s',
-                      manager.host)
-        return []
-    if not found:
-        LOG.info('No interrupted evacuation to %s: examined %d journal '
-                 'entries', manager.host, examined)
-    for finding in found:
-        try:
-            _sweep_one(manager, context, finding, mode)
-        except Exception:
-            LOG.exception('Could not deal with evacuation %s to %s',
-                          finding.migration_uuid, manager.host,
-                          instance_uuid=finding.instance_uuid)
-    # Only reported, so not worth delaying the start: the database is
-    # asked about the guests on this hypervisor once the service runs.
-    known = {f.instance_uuid for f in found}
-    nova_support.spawn(_report_guests, manager, context, known)
-    return found
-
-
-def _report_guests(manager, context, known):
-    """Report the guests of instances hosted elsewhere, left here.
-
-    The guest of an evacuation that failed while the cleanup was disabled,
-    or whose cleanup failed: nothing journaled, so only reported.
-    """
-    try:
-        found, count = findings.foreign_guests(manager, context, known)
-        for finding in found:
-            _sweep_one(manager, context, finding, 'report')
-        LOG.info('Guests on %s of instances hosted elsewhere: %d of %d '
-                 'guests, reported', manager.host, len(found), count)
-    except Exception:
-        LOG.exception('Could not look at the guests on %s', manager.host)
-
-
-def forget(manager, context, finding):
-    """Remove the journal entry of an evacuation that needs no record.
-
-    The instance lives here (its directory is its own: the marker goes
-    too), or nothing of the evacuation is left on this host. A shared
-    directory's files keep the entry: it tells the audit they are the
-    server's own.
-
-    :returns: True if the entry was removed
-    """
-    entry = finding.entry
-    if entry is None:
-        return False
-    if finding.kind == findings.LIVES_HERE:
-        # This host may have died between nova's save of the instance here
-        # and the end of finish_evacuation.
-        finding.done.extend(finish.finish_recorded(
-            context, finding.instance_uuid, entry.migration_id))
-        ownership.release(entry)
-    elif finding.guest or finding.files or finding.allocation_here:
-        return False
-    journal.remove(entry)
-    LOG.info('Evacuation %s to %s: %s; nothing of it needs a record here '
-             'any more: forgotten', finding.migration_uuid, manager.host,
-             finding.reason, instance_uuid=finding.instance_uuid)
-    return True
-
-
-def settle(manager, context, finding):
-    """What ``clean`` does with one finding: end it, or forget it.
-
-    :returns: True if it was ended or forgotten
-    """
-    if finding.kind in (findings.INTERRUPTED, findings.ENDED):
-        return recover(manager, context, finding)
-    return forget(manager, context, finding)
-
-
-def _sweep_one(manager, context, finding, mode):
-    if mode == 'clean' and settle(manager, context, finding):
-        return
-    if finding.ended:
-        return
-    if finding.kind == findings.INTERRUPTED:
-        LOG.warning('Evacuation %s to %s is interrupted; %s: %s',
-                    finding.migration_uuid, manager.host,
-                    'ending it failed, the next start goes on'
-                    if mode == 'clean' else 'sweep_on_start=clean would',
-                    '; '.join(finding.errors if mode == 'clean'
-                              else finding.actions),
-                    instance_uuid=finding.instance_uuid)
-        return
-    if not (finding.left_here() or finding.refuses_evacuations()):
-        return
-    LOG.warning('Evacuation %s to %s left %s here, kept: %s (%s).%s By hand, '
-                'once checked: %s', finding.migration_uuid, manager.host,
-                _summary(finding), finding.reason, finding.kind,
-                ' It refuses the next evacuation of the server to %s.' %
-                manager.host if finding.refuses_evacuations() else '',
-                ' && '.join(finding.commands) or 'nothing to do',
-                instance_uuid=finding.instance_uuid)
-
-
-def _summary(finding):
-    parts = []
-    if finding.guest:
-        parts.append('a %s guest' % finding.guest)
-    if finding.files:
-        parts.append('%d files' % len(finding.files))
-    if finding.allocation_here:
-        parts.append('an allocation')
-    return ', '.join(parts) or 'nothing'

@@ -24,7 +24,7 @@ and volume APIs, and this project's journal and ownership-marker writes.
 
 Only calls made on behalf of one *root* on the destination host are
 recorded: the evacuation (``rebuild_instance`` of the destination's
-manager), the start-up sweep (``recovery.sweep``) or ``audit --delete``
+manager), the start-up sweep (``sweep.sweep``) or ``audit --delete``
 (``audit.report``). The root and its host are found on the call stack, so
 background work (periodic tasks, the sweep's late report of foreign
 guests) and the other hosts are never counted and the numbering is the
@@ -61,6 +61,7 @@ from nova.volume import cinder
 
 from nova_evac_cleanup import journal
 from nova_evac_cleanup import recovery
+from nova_evac_cleanup import sweep
 from tests.harness import fake_libvirt
 
 
@@ -130,7 +131,7 @@ class Tracer(fixtures.Fixture):
 
     def _roots(self):
         """Code objects of the roots, and how to read their host."""
-        roots = {recovery.sweep.__code__: ('sweep', 'manager')}
+        roots = {sweep.sweep.__code__: ('sweep', 'manager')}
         # The audit's: audit.report, recovery.audit before it moved.
         report_of = getattr(_optional('nova_evac_cleanup.audit'), 'report',
                             None) or getattr(recovery, 'audit')

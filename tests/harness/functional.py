@@ -126,12 +126,14 @@ class EvacuateTestCase(integrated_helpers.ProviderUsageBaseTestCase):
         self.world = self.useFixture(
             fake_libvirt.FakeLibvirtFixture(storage=self.STORAGE)).world
         # Every host of the test shares this process and CONF: its journal
-        # and instance directories are the fake world's, per host.
+        # and instance directories are the fake world's, per host. As in
+        # nova's libvirt functional tests, nova's own function gives each
+        # host its directory.
         self.flags(journal_path=self.useFixture(fixtures.TempDir()).path,
                    group='evacuate_cleanup')
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_evac_cleanup.ownership.instance_path',
-            self.world.instance_dir))
+            'nova.virt.libvirt.utils.get_instance_path',
+            self._get_instance_path))
         # Where the computes hold their host locks (nova's tests set no
         # lock_path).
         self.flags(lock_path=self.useFixture(fixtures.TempDir()).path,
@@ -151,6 +153,25 @@ class EvacuateTestCase(integrated_helpers.ProviderUsageBaseTestCase):
         self.compute0 = self._start_compute(SOURCE)
         self.compute1 = self._start_compute(DEST)
         self.dest_rp = self._get_provider_uuid_by_host(DEST)
+
+    def _get_instance_path(self, instance, relative=False):
+        """nova's ``get_instance_path``, on the host whose code asks.
+
+        The computes of a test share one process: the host is the one of
+        the nearest compute manager on the caller's stack, as ``self`` or
+        ``manager`` (the sweep, the audit and the recovery take it so).
+        """
+        if relative:
+            return instance.uuid
+        frame = sys._getframe(1)
+        while frame is not None:
+            for name in ('self', 'manager'):
+                candidate = frame.f_locals.get(name)
+                if isinstance(candidate, compute_manager.ComputeManager):
+                    return self.world.instance_dir(candidate.host, instance)
+            frame = frame.f_back
+        raise AssertionError('get_instance_path called outside the code of a '
+                             'compute service: on which host?')
 
     # Servers.
 

@@ -25,10 +25,12 @@ from nova import objects
 from nova import test
 from oslo_utils.fixture import uuidsentinel as uuids
 
+from nova_evac_cleanup import classification
 from nova_evac_cleanup import findings
 from nova_evac_cleanup import finish
 from nova_evac_cleanup import journal
 from nova_evac_cleanup import recovery
+from nova_evac_cleanup import sweep
 
 
 class TestFinishRecorded(test.NoDBTestCase):
@@ -77,13 +79,13 @@ class TestFinishRecorded(test.NoDBTestCase):
         """The destination died right after nova saved the instance here."""
         entry = journal.Entry('compute1', uuids.instance, uuids.migration, 7)
         finding = findings.Finding('compute1', uuids.instance, entry=entry)
-        finding.kind = findings.LIVES_HERE
+        finding.kind = classification.LIVES_HERE
         finding.instance = self.instance
         with mock.patch.object(finish, 'finish_recorded',
                                return_value=[]) as finished, \
                 mock.patch.object(journal, 'remove'):
-            self.assertTrue(recovery.forget(mock.Mock(host='compute1'),
-                                            self.context, finding))
+            self.assertTrue(sweep.forget(mock.Mock(host='compute1'),
+                                         self.context, finding))
         finished.assert_called_once_with(self.context, uuids.instance, 7)
 
 

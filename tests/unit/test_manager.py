@@ -696,7 +696,7 @@ class TestOverriddenSignatures(test.NoDBTestCase):
         self.assertFalse(compute._cleanup_runs)
         with mock.patch.object(nova_manager.ComputeManager,
                                'init_host') as init_host, \
-                mock.patch('nova_evac_cleanup.recovery.sweep') as sweep, \
+                mock.patch('nova_evac_cleanup.sweep.sweep') as sweep, \
                 mock.patch('nova_evac_cleanup.host_lock.acquire') as lock:
             compute.init_host(mock.sentinel.service_ref)
         init_host.assert_called_once_with(mock.sentinel.service_ref)

@@ -21,6 +21,7 @@ from nova import objects
 from nova import test
 from oslo_utils.fixture import uuidsentinel as uuids
 
+from nova_evac_cleanup import classification
 from nova_evac_cleanup.cmd import audit as audit_cmd
 from nova_evac_cleanup import findings
 from nova_evac_cleanup import journal
@@ -54,12 +55,12 @@ class TestClassify(test.NoDBTestCase):
 
     def classify(self, instance, ours, *others, entry=None):
         moves = sorted((ours,) + others, key=lambda m: m.id, reverse=True)
-        return findings.classify(HOST, instance, ours, moves, entry)[0]
+        return classification.classify(HOST, instance, ours, moves, entry)[0]
 
     def test_interrupted(self):
         for status in ('pre-migrating', 'completed'):
             for task_state in task_states.rebuild_states:
-                self.assertEqual(findings.INTERRUPTED, self.classify(
+                self.assertEqual(classification.INTERRUPTED, self.classify(
                     _instance(task_state=task_state),
                     _migration(1, status)))
 
@@ -67,23 +68,23 @@ class TestClassify(test.NoDBTestCase):
         """Scenario 4's operator: any other task state is reported."""
         for task_state in (None, task_states.MIGRATING,
                            task_states.REBOOTING_HARD):
-            self.assertEqual(findings.RESET, self.classify(
+            self.assertEqual(classification.RESET, self.classify(
                 _instance(task_state=task_state),
                 _migration(1, 'pre-migrating')))
 
     def test_migration_context_names_another(self):
-        self.assertEqual(findings.NOT_CLAIMED, self.classify(
+        self.assertEqual(classification.NOT_CLAIMED, self.classify(
             _instance(migration_id=2), _migration(1, 'pre-migrating')))
 
     def test_migration_context_dropped_by_nova(self):
         """nova's handler aborts the claim before it fails the migration."""
         for status in ('pre-migrating', 'failed'):
-            self.assertEqual(findings.INTERRUPTED, self.classify(
+            self.assertEqual(classification.INTERRUPTED, self.classify(
                 _instance(migration_id=None), _migration(1, status)))
 
     def test_handler_cut_after_failing_the_migration(self):
         """Issue 19, item 5: nova's handler died before it released it."""
-        self.assertEqual(findings.INTERRUPTED, self.classify(
+        self.assertEqual(classification.INTERRUPTED, self.classify(
             _instance(), _migration(1, 'failed')))
 
     def test_own_ending_is_recognised(self):
@@ -98,20 +99,20 @@ class TestClassify(test.NoDBTestCase):
                               ending={'task_state': 'rebuild_spawning',
                                       'done': ['migration', 'destroy']})
         for status in ('failed', 'completed'):
-            self.assertEqual(findings.INTERRUPTED, self.classify(
+            self.assertEqual(classification.INTERRUPTED, self.classify(
                 _instance(), _migration(1, status), entry=entry))
-        self.assertEqual(findings.RESET, self.classify(
+        self.assertEqual(classification.RESET, self.classify(
             _instance(task_state=None), _migration(1, 'failed'),
             entry=entry))
         entry.ending['releasing'] = True
-        self.assertEqual(findings.ENDED, self.classify(
+        self.assertEqual(classification.ENDED, self.classify(
             _instance(task_state=None), _migration(1, 'failed'),
             entry=entry))
-        self.assertEqual(findings.RESET, self.classify(
+        self.assertEqual(classification.RESET, self.classify(
             _instance(task_state=task_states.REBUILDING),
             _migration(1, 'failed'), entry=entry))
         # A newer move still wins.
-        self.assertEqual(findings.MOVED_ON, self.classify(
+        self.assertEqual(classification.MOVED_ON, self.classify(
             _instance(), _migration(1, 'failed'),
             _migration(2, 'done', uuids.newer), entry=entry))
 
@@ -123,12 +124,12 @@ class TestClassify(test.NoDBTestCase):
         it was only reported, and the conductor took the migration for the
         next evacuation's, which never ended.
         """
-        self.assertEqual(findings.INTERRUPTED, self.classify(
+        self.assertEqual(classification.INTERRUPTED, self.classify(
             _instance(task_state=task_states.REBUILDING),
             _migration(1, 'accepted')))
 
     def test_failed(self):
-        self.assertEqual(findings.FAILED, self.classify(
+        self.assertEqual(classification.FAILED, self.classify(
             _instance(task_state=None), _migration(1, 'failed')))
 
     def test_newer_move_of_any_type(self):
@@ -138,7 +139,7 @@ class TestClassify(test.NoDBTestCase):
                               ('live-migration', 'completed'),
                               ('evacuation', 'done')):
             newer = _migration(2, status, uuids.newer, type_)
-            self.assertEqual(findings.MOVED_ON, self.classify(
+            self.assertEqual(classification.MOVED_ON, self.classify(
                 _instance(), _migration(1, 'completed'), newer))
 
     def test_other_operation_in_progress(self):
@@ -148,25 +149,25 @@ class TestClassify(test.NoDBTestCase):
                               ('live-migration', 'running'),
                               ('evacuation', 'accepted')):
             other = _migration(2, status, uuids.other, type_)
-            self.assertEqual(findings.IN_PROGRESS, self.classify(
+            self.assertEqual(classification.IN_PROGRESS, self.classify(
                 _instance(), _migration(1, 'pre-migrating'), other))
             # Even if it is older than ours.
             older = _migration(0, status, uuids.other, type_)
-            self.assertEqual(findings.IN_PROGRESS, self.classify(
+            self.assertEqual(classification.IN_PROGRESS, self.classify(
                 _instance(), _migration(1, 'pre-migrating'), older))
 
     def test_lives_here_or_deleted(self):
-        self.assertEqual(findings.LIVES_HERE, self.classify(
+        self.assertEqual(classification.LIVES_HERE, self.classify(
             _instance(host=HOST), _migration(1, 'pre-migrating')))
         deleted = _instance()
         deleted.deleted = True
-        self.assertEqual(findings.DELETED, self.classify(
+        self.assertEqual(classification.DELETED, self.classify(
             deleted, _migration(1, 'pre-migrating')))
-        self.assertEqual(findings.DELETED, findings.classify(
+        self.assertEqual(classification.DELETED, classification.classify(
             HOST, None, _migration(1, 'pre-migrating'), [])[0])
 
     def test_no_evacuation_known(self):
-        self.assertEqual(findings.FOREIGN_GUEST, findings.classify(
+        self.assertEqual(classification.FOREIGN_GUEST, classification.classify(
             HOST, _instance(), None, [])[0])
 
 
@@ -182,7 +183,7 @@ class TestRecover(test.NoDBTestCase):
                                    shared_storage=True)
         self.finding = findings.Finding(HOST, uuids.instance,
                                         entry=self.entry)
-        self.finding.kind = findings.INTERRUPTED
+        self.finding.kind = classification.INTERRUPTED
         self.finding.instance = _instance()
         self.useFixture(test.fixtures.MockPatch(
             'nova_evac_cleanup.findings.nodes', return_value=[uuids.rp]))
@@ -196,7 +197,7 @@ class TestRecover(test.NoDBTestCase):
             finding.moves = [self.migration]
 
         def describe(manager, context, finding, nodes):
-            finding.kind = findings.classify(
+            finding.kind = classification.classify(
                 HOST, finding.instance, finding.migration, finding.moves,
                 finding.entry)[0]
             finding.allocation_here = {uuids.rp: {'VCPU': 1}}
@@ -256,7 +257,7 @@ class TestRecover(test.NoDBTestCase):
         save.assert_not_called()
         self.manager.driver.destroy.assert_not_called()
         self.assertEqual([], self.writes)
-        self.assertEqual(findings.RESET, self.finding.kind)
+        self.assertEqual(classification.RESET, self.finding.kind)
 
     def test_released_last(self):
         """Issue 19, item 6: every step runs while the server is held."""
@@ -304,7 +305,7 @@ class TestRecover(test.NoDBTestCase):
         self.fresh.task_state = None
         self.fresh.vm_state = 'error'
         self.finding.instance.task_state = None
-        self.finding.kind = findings.ENDED
+        self.finding.kind = classification.ENDED
         self.migration.status = 'failed'
         self.entry.ending = {'task_state': task_states.REBUILD_SPAWNING,
                              'done': list(dict.fromkeys(
@@ -327,7 +328,7 @@ class TestAuditReport(test.NoDBTestCase):
                 'orphaned_allocations': list(orphaned),
                 'missing_allocations': []}
 
-    def finding(self, errors=(), ended=False, kind=findings.INTERRUPTED,
+    def finding(self, errors=(), ended=False, kind=classification.INTERRUPTED,
                 commands=()):
         return {'instance': uuids.instance, 'kind': kind,
                 'reason': 'this host died while running the evacuation',
@@ -352,7 +353,7 @@ class TestAuditReport(test.NoDBTestCase):
         # Something only reported is still there after --delete.
         self.assertEqual(3, audit_cmd.return_code(self.report(
             [self.finding(ended=True),
-             self.finding(kind=findings.MOVED_ON)], delete=True)))
+             self.finding(kind=classification.MOVED_ON)], delete=True)))
         self.assertEqual(1, audit_cmd.return_code(
             self.report([self.finding(errors=['x'])], delete=True)))
 
