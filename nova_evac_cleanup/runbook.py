@@ -19,7 +19,7 @@ destroy`` and ``undefine``, ``rm -rf`` of the instance directory, the
 placement allocation, ``heal_allocations``), in one place:
 
 * the start-up sweep and ``nova-evac-cleanup audit`` log these steps for
-  what they find but do not touch (:mod:`nova_evac_cleanup.recovery`);
+  what they find but do not touch (:mod:`nova_evac_cleanup.sweep`);
 * the reproduction (``tox -e reproduce``) and the deployment tier list
   them as the manual steps stock nova still needs, worked out from what
   they observed
