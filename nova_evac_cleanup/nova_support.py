@@ -24,21 +24,33 @@ compute manager logs one error naming what differs and runs as nova's own
 (:func:`problems`). The unit tests compare the same signatures, so a
 nova update that changes them is caught before it ships.
 
-The same range is declared to pip in ``requirements.txt``.
+The same range is declared to pip in ``requirements.txt``; the releases
+it leaves out are refused here too, since a distribution's package does
+not go through pip (:func:`release_problem`).
 """
 
 import importlib
 import inspect
+import re
 
 from nova.compute import manager as nova_manager
 from nova import safe_utils
 from nova import utils
+from nova import version
 
 from nova_evac_cleanup import shared_storage
 from nova_evac_cleanup import spawn_failure
 
-#: The nova releases tested: 31 (2025.1) to 34 (2026.2).
-SUPPORTED = '>=31.0.0,<35.0.0'
+#: The nova releases tested: 31 (2025.1) to 34 (2026.2), from the first
+#: release of each series with the fix of bug 2125030.
+SUPPORTED = '>=31.3.0,!=32.0.*,!=32.1.*,<35.0.0'
+
+#: The first release of a series whose libvirt driver no longer deletes the
+#: instance's vTPM secret in Barbican on ``destroy`` (the fix of bug
+#: 2125030); 33 and 34 have it from their first release. Before it, the
+#: destroy of a failed evacuation's guest would delete the secret of the
+#: instance, which still lives on its source.
+FIRST_WITH_VTPM_FIX = {31: (31, 3, 0), 32: (32, 2, 0)}
 
 #: The parameters of the nova methods the mixin overrides, as nova 31.0.0
 #: to 34.0.0 define them.
@@ -99,6 +111,22 @@ def nova_has_the_fix(manager_class=nova_manager.ComputeManager):
         manager_class._rebuild_default_impl).parameters
 
 
+def release_problem(release=None):
+    """Why this nova release must not run the cleanup, or None.
+
+    :param release: nova's version string; the installed nova's by default
+    """
+    release = release or version.version_string()
+    numbers = tuple(int(part) for part in re.findall(r'\d+', release)[:3])
+    first = FIRST_WITH_VTPM_FIX.get(numbers[0]) if numbers else None
+    if first is not None and numbers < first:
+        return ('nova %s deletes the vTPM secret of an instance when the '
+                'libvirt driver destroys its guest with its disks (bug '
+                '2125030, fixed in %s): the cleanup needs nova %s or newer' %
+                (release, '.'.join(map(str, first)), SUPPORTED))
+    return None
+
+
 def problems(manager_class=nova_manager.ComputeManager):
     """Why the cleanup cannot run on this nova; empty when it can.
 
@@ -113,7 +141,8 @@ def problems(manager_class=nova_manager.ComputeManager):
             'no such method' if found is None else
             '(%s)' % ', '.join(found))
         for name, expected, found in mismatches(manager_class)]
-    for problem in (spawn_failure.problem(), shared_storage.problem()):
+    for problem in (release_problem(), spawn_failure.problem(),
+                    shared_storage.problem()):
         if problem:
             result.append(problem)
     return result

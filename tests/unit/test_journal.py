@@ -190,6 +190,18 @@ class TestNovaSupport(test.NoDBTestCase):
         self.assertIn('no such method', text)
         self.assertIn('(self, context, instance) found', text)
 
+    def test_nova_release_without_the_vtpm_fix(self):
+        for version, ok in (('31.2.0', False), ('31.3.0', True),
+                            ('31.3.1.dev4', True), ('32.0.0', False),
+                            ('32.1.9', False), ('32.2.0', True),
+                            ('33.0.0', True), ('34.0.0', True)):
+            with mock.patch('nova.version.version_string',
+                            return_value=version):
+                problems = nova_support.problems()
+            self.assertEqual(ok, not problems, (version, problems))
+            if not ok:
+                self.assertIn('bug 2125030', problems[0])
+
     def test_patched_nova(self):
         class Patched(object):
             def _rebuild_default_impl(self, context, instance,

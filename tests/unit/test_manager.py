@@ -742,6 +742,21 @@ class TestOverriddenSignatures(test.NoDBTestCase):
         compute, log = self._manager_on('_do_rebuild_instance', drifted)
         self.assert_runs_as_nova(compute, log, '_do_rebuild_instance')
 
+    def test_nova_that_deletes_the_vtpm_secret_runs_as_nova(self):
+        """Before the fix of bug 2125030 destroy deletes the vTPM secret.
+
+        nova 31 before 31.3.0 and 32 before 32.2.0 delete the instance's
+        vTPM secret in Barbican when the libvirt driver's destroy removes
+        its disks: on a failed evacuation the instance, still on its
+        source, would lose it.
+        """
+        with mock.patch('nova.version.version_string',
+                        return_value='32.1.0'):
+            compute, log = self._manager_on('init_host',
+                                            nova_manager.ComputeManager.
+                                            init_host)
+        self.assert_runs_as_nova(compute, log, 'vTPM secret')
+
     def test_mro(self):
         self.assertEqual(
             (manager.ComputeManager, manager.EvacuateCleanupMixin,
