@@ -237,7 +237,7 @@ def check_test_tree_command(module, env, args):
     not.
     """
     with open(os.path.join(ROOT, TEST_TREE_COMMANDS[module])) as f:
-        known = set(re.findall(
+        known = {'--help'} | set(re.findall(
             r"add_argument\(\s*(?:'-\w',\s*)?'(--[a-z-]+)'", f.read()))
     for arg in args:
         if arg.startswith('--') and arg.split('=')[0] not in known:
