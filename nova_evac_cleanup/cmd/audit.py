@@ -17,10 +17,13 @@
 Reports, in the order of the orphaned-allocation runbook, what failed or
 interrupted evacuations to this host left behind, and with ``--delete``
 does what the start-up sweep (``[evacuate_cleanup] sweep_on_start``) does,
-through the same code (:mod:`nova_evac_cleanup.recovery`). Run it with the
-compute host's own configuration files, like nova-compute::
+through the same code (:mod:`nova_evac_cleanup.sweep`). Run it with the
+compute host's own configuration files, like nova-compute; its options
+(``--config-file``, ``--config-dir``, ``--debug``...) go before or after
+the command::
 
     nova-evac-cleanup --config-file /etc/nova/nova.conf audit
+    nova-evac-cleanup audit --delete --config-file /etc/nova/nova.conf
 
 It loads the host's compute driver, and reaches the database directly when
 ``[database] connection`` is set (as nova-manage does) or through
@@ -37,17 +40,82 @@ interrupted evacuations this host journaled, finishes what a sweep or an
 audit killed half-way had begun, and forgets the entries nothing is left
 of.
 
-Return codes: 0 nothing found; 3 found, nothing changed; 4 found and
-``--delete`` ended all it may end; 1 something could not be done, or the
-command could not start (one line on standard error says why).
+Before it loads anything it checks, without connecting anywhere, that it
+has a configuration: the files it is given exist and parse, or nova's
+default search found one; ``[placement]`` has credentials (an
+``auth_type`` and the options its plugin requires); a database is named
+(``[database] connection``, or ``[DEFAULT] transport_url`` to reach
+nova-conductor). Whether they answer is only known once it asks them: a
+database or nova-conductor that does not answer, or placement refusing
+the credentials, is an error (1) of the run.
+
+Only its report goes to standard output. nova's own log lines (its
+concurrency mode, the periodic tasks it skips, the manager it loads) are
+not on the terminal unless ``--debug``; a log file configured with
+``log_file`` or ``log_dir`` still gets them. An error is one line on
+standard error, and its traceback is printed only with ``--debug``.
+
+Exit codes:
+
+0
+    nothing found
+3
+    found: something is left (without ``--delete``, nothing was changed)
+4
+    found, and ``--delete`` ended all it may end
+1
+    something could not be done (one line on standard error says what)
+2
+    wrong command line (argparse's usage error)
+5
+    configuration problem: a configuration file missing or unreadable, none
+    found, no ``[placement]`` credentials, or no database (one line on
+    standard error names the file or the option)
 """
 
+import argparse
 import json
+import logging
 import sys
+import textwrap
+import traceback
 
 from oslo_config import cfg
 
+from nova_evac_cleanup.cmd import version
+
 CONF = cfg.CONF
+
+PROG = 'nova-evac-cleanup'
+
+#: The exit codes (see the module's docstring).
+NOTHING_FOUND = 0
+FAILED = 1
+USAGE_ERROR = 2
+FOUND = 3
+ENDED = 4
+CONFIG_ERROR = 5
+
+EXIT_CODES = (
+    (NOTHING_FOUND, 'nothing found'),
+    (FOUND, 'found: something is left (without --delete, nothing was '
+            'changed)'),
+    (ENDED, 'found, and --delete ended all it may end'),
+    (FAILED, 'something could not be done (one line on standard error '
+             'says what)'),
+    (USAGE_ERROR, 'wrong command line'),
+    (CONFIG_ERROR, 'configuration problem: a configuration file missing or '
+                   'unreadable, none found, no [placement] credentials, or '
+                   'no database (one line on standard error names the file '
+                   'or the option)'),
+)
+
+DESCRIPTION = (
+    'Audit, and with --delete clean up, what failed or interrupted '
+    'evacuations left on this compute host: guests, instance files, '
+    'journal entries and placement allocations. Run it on the compute host '
+    'with the configuration files of its nova-compute. Options may come '
+    'before or after the command.')
 
 
 def build_manager(host=None):
@@ -86,7 +154,7 @@ def run(delete=False, as_json=False, out=None, host=None, compute=None):
         except host_lock.HostLockHeld as error:
             sys.stderr.write('nova-evac-cleanup: refusing --delete: %s\n' %
                              error)
-            return 1
+            return FAILED
     try:
         compute = compute or build_manager(host)
         report = audit.report(compute, nova_context.get_admin_context(),
@@ -104,13 +172,13 @@ def run(delete=False, as_json=False, out=None, host=None, compute=None):
 def return_code(report):
     evacuations = report['evacuations']
     if any(e['errors'] for e in evacuations):
-        return 1
+        return FAILED
     if not evacuations and not report['orphaned_allocations']:
-        return 0
+        return NOTHING_FOUND
     if report['delete'] and not report['orphaned_allocations'] and all(
             e['ended'] for e in evacuations):
-        return 4
-    return 3
+        return ENDED
+    return FOUND
 
 
 def format_report(report):
@@ -179,43 +247,231 @@ def format_report(report):
     return '\n'.join(lines) + '\n'
 
 
+def _add_parsers(subparsers):
+    parser = subparsers.add_parser(
+        'audit', prog='%s audit' % PROG,
+        help='Report, and with --delete clean up, what failed or '
+             'interrupted evacuations left on this host.',
+        description=textwrap.fill(
+            'Report, and with --delete clean up, what failed or interrupted '
+            'evacuations left on this compute host. The options of %s '
+            '--help (--config-file, --config-dir, --debug...) go before or '
+            'after the command.' % PROG, break_on_hyphens=False),
+        epilog='exit codes:\n' + '\n'.join(
+            textwrap.fill(meaning, initial_indent='  %d  ' % code,
+                          subsequent_indent='     ')
+            for code, meaning in EXIT_CODES),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('--delete', action='store_true',
+                        help='End the interrupted evacuations this host '
+                             'journaled, as the start-up sweep does.')
+    parser.add_argument('--json', action='store_true',
+                        help='Print the report as JSON.')
+
+
+#: The command; a module constant, so that main() can run again in one
+#: process (oslo.config refuses a different option of the same name).
+_COMMAND = cfg.SubCommandOpt('command', title='Commands',
+                             handler=_add_parsers)
+COMMANDS = ('audit',)
+#: The command's own options: every other one is nova-evac-cleanup's,
+#: wherever it is on the command line.
+_COMMAND_OPTIONS = ('--delete', '--json', '-h', '--help')
+
+
+def _command_last(args, conf):
+    """The arguments with the command and its own options last.
+
+    oslo.config knows its options (``--config-file``, ``--debug``...) only
+    before the command; an operator types them anywhere. An option that
+    takes a value is skipped with it (``--log-file audit`` names a file):
+    oslo.config makes every boolean option a flag, every other option takes
+    a value.
+    """
+    i = 0
+    while i < len(args):
+        token = args[i]
+        if token == '--':
+            break
+        if token in COMMANDS:
+            rest = args[i + 1:]
+            own = [a for a in rest if a in _COMMAND_OPTIONS]
+            others = [a for a in rest if a not in _COMMAND_OPTIONS]
+            return args[:i] + others + [token] + own
+        if (token.startswith('-') and '=' not in token and
+                not _is_flag(conf, token)):
+            i += 1
+        i += 1
+    return args
+
+
+def _is_flag(conf, token):
+    if token in ('-h', '--help', '--version', '-d'):
+        return True
+    name = token.lstrip('-').replace('-', '_')
+    for candidate in (name, name[2:] if name.startswith('no') else None):
+        try:
+            if candidate and isinstance(conf[candidate], bool):
+                return True
+        except (cfg.NoSuchOptError, cfg.Error):
+            pass
+    return False
+
+
+def _config_error(error):
+    """One line for an error of oslo.config's."""
+    if isinstance(error, cfg.ConfigFilesNotFoundError):
+        return 'configuration file not found: %s' % ', '.join(
+            error.config_files)
+    if isinstance(error, cfg.ConfigDirNotFoundError):
+        return 'configuration directory not found: %s' % error.config_dir
+    if isinstance(error, cfg.ConfigFilesPermissionDeniedError):
+        return 'configuration file not readable: %s' % ', '.join(
+            error.config_files)
+    if isinstance(error, cfg.ConfigFileParseError):
+        return 'configuration file %s: %s' % (error.config_file, error.msg)
+    return 'configuration: %s' % ' '.join(str(error).split())
+
+
+def _files(conf):
+    """The configuration files read, as the error lines name them."""
+    files = list(conf.config_file or ())
+    files += ['%s/*.conf' % directory.rstrip('/')
+              for directory in conf.config_dir or ()]
+    return ', '.join(files)
+
+
+def _configuration_problem(conf):
+    """What makes the audit unable to start, found without connecting.
+
+    :returns: one line, or None
+    """
+    from keystoneauth1 import exceptions as ks_exceptions
+    from keystoneauth1 import loading as ks_loading
+
+    files = _files(conf)
+    if not files:
+        return ('no configuration file: none given with --config-file or '
+                '--config-dir, and no nova.conf in ~/.nova/, ~/, /etc/nova/ '
+                'or /etc/; give the compute host\'s, e.g. --config-file '
+                '/etc/nova/nova.conf')
+    # What nova's placement client loads, without asking placement.
+    group = conf.placement.auth_section or 'placement'
+    try:
+        auth_type = conf[group].auth_type
+        plugin = ks_loading.load_auth_from_conf_options(conf, 'placement')
+    except ks_exceptions.MissingRequiredOptions as error:
+        return '[%s] auth_type = %s needs %s, not set in %s' % (
+            group, auth_type, ', '.join(o.dest for o in error.options),
+            files)
+    except (ks_exceptions.ClientException, cfg.Error) as error:
+        return '[%s] credentials in %s: %s' % (
+            group, files, ' '.join(str(error).split()))
+    if plugin is None:
+        return ('[%s] auth_type is not set in %s: the audit reads this '
+                'host\'s allocations from placement, with the [placement] '
+                'credentials of nova-compute' % (group, files))
+    if not conf.database.connection:
+        import oslo_messaging as messaging
+
+        # Registers oslo.messaging's options; checks the URL's form.
+        try:
+            messaging.TransportURL.parse(conf)
+        except messaging.InvalidTransportURL as error:
+            return '[DEFAULT] transport_url in %s: %s' % (files, error)
+        location = conf.get_location('transport_url').location
+        if location in (cfg.Locations.opt_default, cfg.Locations.set_default):
+            return ('no database: neither [database] connection nor '
+                    '[DEFAULT] transport_url (to go through nova-conductor) '
+                    'is set in %s' % files)
+    return None
+
+
+class _ErrorsAndOwnWarnings(logging.Filter):
+    """On the terminal: errors, and this project's warnings."""
+
+    def filter(self, record):
+        return record.levelno >= logging.ERROR or (
+            record.levelno >= logging.WARNING and
+            record.name.split('.')[0] == 'nova_evac_cleanup')
+
+
+def _quiet_terminal():
+    """nova's INFO and WARNING lines off the terminal, not out of files."""
+    for handler in logging.getLogger().handlers:
+        if (isinstance(handler, logging.StreamHandler) and
+                handler.stream in (sys.stderr, sys.__stderr__)):
+            handler.addFilter(_ErrorsAndOwnWarnings())
+
+
+def _fail(code, line, debug):
+    """``line`` on standard error, after the traceback with --debug."""
+    if debug and sys.exc_info()[0] is not None:
+        traceback.print_exc()
+    sys.stderr.write('%s: error: %s\n' % (PROG, line))
+    return code
+
+
 def main(argv=None):
-    # As nova-compute does, on every nova release: importing its entry
-    # point sets up nova's concurrency mode (eventlet monkey patching or
-    # threading) before any other nova module is loaded.
-    import nova.cmd.compute  # noqa: F401
+    argv = list(sys.argv if argv is None else argv)
+    debug = '--debug' in argv[1:] or '-d' in argv[1:]
+    if not debug:
+        # nova's modules log as they load (its concurrency mode...), before
+        # the log is set up: not on the terminal.
+        logging.getLogger().addHandler(logging.NullHandler())
+    try:
+        # As nova-compute does, on every nova release: importing its entry
+        # point sets up nova's concurrency mode (eventlet monkey patching
+        # or threading) before any other nova module is loaded. nova 34
+        # reads the --config-file and --config-dir of sys.argv to choose it.
+        import nova.cmd.compute  # noqa: F401
+    except cfg.Error as error:
+        return _fail(CONFIG_ERROR, _config_error(error), debug)
 
     from nova.conductor import rpcapi as conductor_rpcapi
     import nova.conf
     from nova import config
     from nova import objects
     from nova.objects import base as objects_base
-    from oslo_log import log as logging
+    from oslo_log import log
 
     from nova_evac_cleanup import conf as evac_conf
 
     conf = nova.conf.CONF
     evac_conf.register_opts(conf)
-
-    def add_parsers(subparsers):
-        parser = subparsers.add_parser(
-            'audit', help='Report, and with --delete clean up, what failed '
-                          'or interrupted evacuations left on this host.')
-        parser.add_argument('--delete', action='store_true',
-                            help='End the interrupted evacuations this host '
-                                 'journaled, as the start-up sweep does.')
-        parser.add_argument('--json', action='store_true',
-                            help='Print the report as JSON.')
-
-    conf.register_cli_opt(cfg.SubCommandOpt(
-        'command', title='Commands', handler=add_parsers))
-    argv = list(sys.argv if argv is None else argv)
+    log.register_options(conf)
+    conf.clear()
+    conf.register_cli_opt(_COMMAND)
+    args = _command_last(argv[1:], conf)
+    # This command's interface: --help, --version, usage errors, and the
+    # configuration files given or found. nova's config.parse_args then
+    # parses the same arguments, and sets nova up from them.
     try:
-        config.parse_args(argv)
+        conf(args, project='nova', prog=PROG,
+             version=version.version_line(PROG),
+             usage='%(prog)s [OPTIONS] {audit} ...',
+             description=DESCRIPTION,
+             epilog='Exit codes: ' + '; '.join(
+                 '%d %s' % code for code in EXIT_CODES) + '.')
+    except SystemExit as done:
+        # --help, --version, or argparse's usage error (2)
+        return done.code or 0
+    except cfg.Error as error:
+        return _fail(CONFIG_ERROR, _config_error(error), debug)
+    debug = conf.debug
+    problem = _configuration_problem(conf)
+    if problem:
+        return _fail(CONFIG_ERROR, problem, debug)
+    try:
+        conf.clear()
+        config.parse_args([PROG] + args,
+                          default_config_files=conf.default_config_files)
         # The report goes to standard output, the log (unless a log file is
         # configured) to standard error.
         conf.set_default('use_stderr', True)
-        logging.setup(conf, 'nova')
+        log.setup(conf, 'nova')
+        if not debug:
+            _quiet_terminal()
         objects.register_all()
         if not conf.database.connection:
             # No database here: go through nova-conductor like nova-compute.
@@ -223,10 +479,8 @@ def main(argv=None):
                 conductor_rpcapi.ConductorAPI())
         return run(delete=conf.command.delete, as_json=conf.command.json)
     except Exception as error:
-        # One clear line, not a traceback; --debug logs the traceback.
-        logging.getLogger(__name__).debug('audit failed', exc_info=True)
-        sys.stderr.write('nova-evac-cleanup: error: %s\n' % describe(error))
-        return 1
+        # One clear line, not a traceback; --debug prints the traceback.
+        return _fail(FAILED, describe(error), debug)
 
 
 def describe(error):
@@ -238,4 +492,9 @@ def describe(error):
         line += (' (placement: check the [placement] options of the '
                  'configuration: auth_type, auth_url and credentials, or '
                  'endpoint_override)')
+    elif module.startswith('oslo_messaging'):
+        line += (' (nova-conductor: check that it runs and [DEFAULT] '
+                 'transport_url, or set [database] connection)')
+    elif module.startswith(('oslo_db', 'sqlalchemy')):
+        line += ' (database: check [database] connection)'
     return line

@@ -15,13 +15,40 @@
 """``nova-compute-evac-cleanup``: nova-compute with the evacuation cleanup.
 
 It takes the same arguments and configuration files as ``nova-compute``, so
-a deployer only swaps the binary in the service unit.
+a deployer only swaps the binary in the service unit: nova's own
+``nova.cmd.compute.main`` parses them. Only ``--version`` (this project's
+version, and nova's) and ``--help`` (a line saying what it is, before
+nova-compute's help) are looked at first.
 """
 
+import sys
+import textwrap
+
 import nova_evac_cleanup
+from nova_evac_cleanup.cmd import version
+
+PROG = 'nova-compute-evac-cleanup'
+DESCRIPTION = (
+    '%s: nova-compute with the evacuation cleanup of nova-evac-cleanup, '
+    'which destroys what a failed evacuation to this host left and ends '
+    'the evacuations its death interrupted. It takes the arguments and '
+    'configuration files of nova-compute:' % PROG)
+
+
+def _options(argv):
+    """The arguments before ``--``, where argparse looks for options."""
+    return argv[:argv.index('--')] if '--' in argv else argv
 
 
 def main():
+    options = _options(sys.argv[1:])
+    if '--version' in options:
+        print(version.version_line(PROG))
+        return 0
+    if '-h' in options or '--help' in options:
+        # nova-compute's help has no description: say what this one is.
+        print(textwrap.fill(DESCRIPTION) + '\n')
+        sys.stdout.flush()
     # Import nova's entry point here, first: importing nova.cmd sets up
     # nova's concurrency mode (threading or eventlet monkey patching) before
     # any other nova module is loaded, as it does for nova-compute.
