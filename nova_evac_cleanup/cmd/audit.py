@@ -415,6 +415,9 @@ def _fail(code, line, debug):
 def main(argv=None):
     argv = list(sys.argv if argv is None else argv)
     debug = '--debug' in argv[1:] or '-d' in argv[1:]
+    # Python's warnings (eventlet's deprecation, when nova runs in eventlet
+    # mode) are logged, as oslo.log does.
+    logging.captureWarnings(True)
     if not debug:
         # nova's modules log as they load (its concurrency mode...), before
         # the log is set up: not on the terminal.
