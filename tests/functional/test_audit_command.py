@@ -40,6 +40,7 @@ import textwrap
 import threading
 
 import fixtures
+from nova.compute import manager as nova_manager
 from oslo_concurrency import lockutils
 import testtools
 
@@ -327,6 +328,9 @@ class OperatorGuideExampleTest(base.EvacuateTestCase):
                          normalised(output, instances))
 
     def test_leftover_from_before_the_install_is_kept(self):
+        # Meta-test: compute1 runs nova's own manager, not the project's.
+        self.assertIs(nova_manager.ComputeManager,
+                      type(self.compute1.manager))
         server = self._boot()
         self._fail_source()
         server, _error = self._fail_evacuation(server, 'wait_for_boot')
