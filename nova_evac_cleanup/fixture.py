@@ -20,7 +20,6 @@ which ``pip install nova-evac-cleanup[testing]`` installs.
 """
 
 import fixtures
-from nova import service
 
 import nova_evac_cleanup
 
@@ -45,6 +44,10 @@ class EvacuateCleanupFixture(fixtures.Fixture):
     """
 
     def _setUp(self):
+        # Imported here, once the test has loaded nova: on nova 31,
+        # nova.service imported first fails (webob.dec not loaded yet).
+        from nova import service
+
         self.useFixture(fixtures.MonkeyPatch(
             'nova.service.SERVICE_MANAGERS',
             dict(service.SERVICE_MANAGERS)))

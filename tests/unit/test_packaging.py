@@ -23,6 +23,8 @@ never imported by the rest.
 
 import ast
 import os
+import subprocess
+import sys
 
 import testtools
 
@@ -82,3 +84,11 @@ class TestRuntimePackage(testtools.TestCase):
         self.assertTrue(test_only('tests.harness.functional'))
         self.assertIn('nova_evac_cleanup.fixture', list(imports(
             os.path.join(os.path.dirname(__file__), 'test_install.py'))))
+
+    def test_fixture_imports_first(self):
+        # Another project's test module may import the fixture before
+        # anything of nova: on nova 31, nova.service imported first fails.
+        result = subprocess.run(
+            [sys.executable, '-c', 'import nova_evac_cleanup.fixture'],
+            capture_output=True, text=True)
+        self.assertEqual(0, result.returncode, result.stderr[-2000:])
