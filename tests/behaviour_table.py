@@ -171,20 +171,24 @@ def compare(expected, runs, required=()):
     for storage, points in expected.items():
         for point, facts in points.items():
             row = marks[(storage, point)] = {}
-            for run, data in runs.items():
-                seen = data['rows'].get(storage, {}).get(point)
-                if seen is None:
-                    row[run] = '?'
-                    problems.append('%s: %s %s was not run' % (
-                        run, storage, point))
-                    continue
-                differ = [name for name in facts
-                          if seen.get(name) != facts[name]]
-                row[run] = ','.join(differ) or '='
-                for name in differ:
-                    problems.append('%s %s %s: expected %r, %s saw %r' % (
-                        storage, point, name, facts[name], run,
-                        seen.get(name)))
+            seen = {run: data['rows'].get(storage, {}).get(point)
+                    for run, data in runs.items()}
+            missing = [run for run in runs if seen[run] is None]
+            if missing:
+                problems.append('%s %s: not run by %s' % (
+                    storage, point, ', '.join(missing)))
+            for run in runs:
+                row[run] = '?' if seen[run] is None else ','.join(
+                    name for name in facts
+                    if seen[run].get(name) != facts[name]) or '='
+            for name in facts:
+                differ = ['%s %r' % (run, seen[run].get(name))
+                          for run in runs if seen[run] is not None and
+                          seen[run].get(name) != facts[name]]
+                if differ:
+                    problems.append('%s %s %s: expected %r; %s' % (
+                        storage, point, name, facts[name],
+                        ', '.join(differ)))
     for run, data in runs.items():
         for storage, points in data['rows'].items():
             for point in points:
