@@ -284,10 +284,21 @@ class _Behaviour(object):
                  for point, server in servers.items()}
         if self.STORAGE != 'non-shared':
             self.assertNotIn(None, disks.values())
-        observed = {}
         # A cell that goes wrong on the way (a wait that times out) is
         # still recorded, from what is there, and reported at the end.
         errors = []
+        observed = self._fail_cells(servers, disks, errors)
+        self._retry_cells(servers, observed, errors)
+        rows = {point: {name: observed[point][name]
+                        for name in behaviour_table.FACT_NAMES}
+                for point in self.points}
+        self._write(rows)
+        self.assertEqual([], errors)
+        self.assert_table(rows)
+
+    def _fail_cells(self, servers, disks, errors):
+        """Fail each cell's evacuation in turn; its facts by point."""
+        observed = {}
         # The stopped server's cell first: compute0 must be up to stop it.
         for point in sorted(self.points, key=lambda point: point != 'power'):
             server = servers[point]
@@ -303,15 +314,23 @@ class _Behaviour(object):
             observed[point] = self._facts(
                 server['id'], original, disks[point],
                 self._volume_of(server))
-        # Every cell's retry at once, to the same host, without fault.
+        return observed
+
+    def _retry_cells(self, servers, observed, errors):
+        """Every cell's evacuation again, at once, without fault."""
         self.world.clear_faults()
         retried = [point for point in self.points
                    if observed[point]['server'] != 'deleted']
-        for point in retried:
-            self.api.post_server_action(servers[point]['id'],
-                                        {'evacuate': {'host': DEST}})
+        for point in list(retried):
+            try:
+                self.api.post_server_action(servers[point]['id'],
+                                            {'evacuate': {'host': DEST}})
+            except client.OpenStackApiException as error:
+                retried.remove(point)
+                observed[point]['retry'] = 'refused (%s)' % (
+                    error.response.status_code)
         for point in self.points:
-            observed[point]['retry'] = '-'
+            observed[point].setdefault('retry', '-')
             if point in retried:
                 try:
                     self._wait_ended(servers[point]['id'], 2)
@@ -320,12 +339,6 @@ class _Behaviour(object):
                         self.STORAGE, point, error))
                 observed[point]['retry'] = self._retry_fact(
                     servers[point]['id'])
-        rows = {point: {name: observed[point][name]
-                        for name in behaviour_table.FACT_NAMES}
-                for point in self.points}
-        self._write(rows)
-        self.assertEqual([], errors)
-        self.assert_table(rows)
 
     def _volume_of(self, server):
         [volume] = server['os-extended-volumes:volumes_attached']
