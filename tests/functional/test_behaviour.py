@@ -110,7 +110,7 @@ class _Behaviour(object):
     """
 
     FIXED = True
-    # One test runs about 12 evacuations and their retries: twice the
+    # One test runs up to 10 evacuations and their retries: twice the
     # usual OS_TEST_TIMEOUT.
     TIMEOUT_SCALING_FACTOR = 2
 
