@@ -36,6 +36,7 @@ import time
 import testtools
 
 from nova_evac_cleanup import runbook
+from tests.deployment.tier import ha
 from tests.deployment.tier import services
 from tests.reproduce import report
 
@@ -45,7 +46,8 @@ STOCK = services.STOCK
 FIXED = services.FIXED
 MODES = {STOCK: 'stock', FIXED: 'fixed'}
 
-_STATE = {'deployment': None, 'error': None, 'failed': []}
+_STATE = {'deployment': None, 'error': None, 'failed': [], 'ha': None,
+          'ha_error': None}
 RESULTS = []
 
 
@@ -82,9 +84,14 @@ def record(scenario, storage, binary, facts):
 
 
 def software_versions():
-    """What the deployment ran: nova, placement, libvirt and QEMU."""
+    """What the deployment ran: nova, placement, Masakari, keystone,
+    libvirt and QEMU (Masakari and keystone if a scenario started them).
+    """
     found = []
-    for name in ('nova', 'openstack-placement'):
+    names = ['nova', 'openstack-placement']
+    if _STATE['ha']:
+        names += ['masakari', 'keystone']
+    for name in names:
         try:
             found.append('%s %s' % (name, metadata.version(name)))
         except metadata.PackageNotFoundError:
@@ -127,6 +134,25 @@ def get_deployment():
             _STATE['failed'].append('start-up')
             raise
     return _STATE['deployment']
+
+
+def get_ha():
+    """keystone and Masakari on the shared deployment, started on first
+    use (:mod:`tests.deployment.tier.ha`).
+    """
+    if _STATE['ha_error']:
+        raise RuntimeError('keystone and Masakari failed to start: %s' %
+                           _STATE['ha_error'])
+    if _STATE['ha'] is None:
+        h = ha.HA(get_deployment())
+        try:
+            h.start()
+        except Exception as e:
+            _STATE['ha_error'] = str(e)
+            _STATE['failed'].append('keystone and Masakari start-up')
+            raise
+        _STATE['ha'] = h
+    return _STATE['ha']
 
 
 class DeploymentTestCase(testtools.TestCase):

@@ -69,11 +69,13 @@ class Compute(object):
         return self.request('GET', path)
 
     # Servers
-    def boot(self, name, flavor_id, image_id, host=None):
+    def boot(self, name, flavor_id, image_id, host=None, metadata=None):
         body = {'server': {'name': name, 'flavorRef': flavor_id,
                            'imageRef': image_id, 'networks': 'none'}}
         if host:
             body['server']['host'] = host
+        if metadata:
+            body['server']['metadata'] = metadata
         return self.request('POST', '/servers', body)['server']
 
     def server(self, server_id):
@@ -125,6 +127,12 @@ class Compute(object):
         svc = self.service(host)
         self.request('PUT', '/os-services/%s' % svc['id'],
                      {'forced_down': down})
+
+    def enable(self, host, enabled=True):
+        """Enable or disable ``host``'s nova-compute service."""
+        svc = self.service(host)
+        self.request('PUT', '/os-services/%s' % svc['id'],
+                     {'status': 'enabled' if enabled else 'disabled'})
 
     # Flavors
     def create_flavor(self, name, ram, vcpus, disk):

@@ -311,7 +311,9 @@ class Deployment(object):
         self.debug = debug
         self.bin = os.path.dirname(os.path.abspath(sys.executable))
         self.db = {name: 'evac_%s_%s' % (self.run_id, name)
-                   for name in ('api', 'cell0', 'cell1', 'placement')}
+                   for name in ('api', 'cell0', 'cell1', 'placement',
+                                # keystone and Masakari (.ha), if started
+                                'keystone', 'masakari', 'masakari_taskflow')}
         self.vhost = 'evac-%s' % self.run_id
         self.transport_url = 'rabbit://guest:guest@127.0.0.1:5672/%s' % (
             self.vhost)
