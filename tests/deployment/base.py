@@ -84,8 +84,9 @@ def record(scenario, storage, binary, facts):
 
 
 def software_versions():
-    """What the deployment ran: nova, placement, Masakari, keystone,
-    libvirt and QEMU (Masakari and keystone if a scenario started them).
+    """What the deployment ran: nova, placement, libvirt and QEMU.
+
+    Masakari and keystone too, if a scenario started them.
     """
     found = []
     names = ['nova', 'openstack-placement']
@@ -137,8 +138,9 @@ def get_deployment():
 
 
 def get_ha():
-    """keystone and Masakari on the shared deployment, started on first
-    use (:mod:`tests.deployment.tier.ha`).
+    """keystone and Masakari on the shared deployment, started on first use.
+
+    See :mod:`tests.deployment.tier.ha`.
     """
     if _STATE['ha_error']:
         raise RuntimeError('keystone and Masakari failed to start: %s' %

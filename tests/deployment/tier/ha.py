@@ -54,7 +54,7 @@ MASAKARI_VERSION = '1.1'
 # host recovery evacuates ERROR instances again).
 ENGINE_OPTS = {
     # Its retry of notifications in error: 120 s by default.
-    'process_unfinished_notifications_interval': 20,
+    'process_unfinished_notifications_interval': 10,
     # Waits after disabling the failed host's service (180 s) and for
     # each evacuation (90 s); checks every verify_interval (1 s).
     'wait_period_after_service_update': 3,
@@ -258,12 +258,14 @@ class Client(object):
 
     def token(self):
         if self._token is None:
-            resp = requests.post(self.keystone_url + '/auth/tokens', json={
-                'auth': {'identity': {'methods': ['password'], 'password': {
+            auth = {
+                'identity': {'methods': ['password'], 'password': {
                     'user': {'name': 'admin', 'domain': {'id': 'default'},
                              'password': ADMIN_PASSWORD}}},
-                    'scope': {'project': {'name': 'admin',
-                                          'domain': {'id': 'default'}}}}},
+                'scope': {'project': {'name': 'admin',
+                                      'domain': {'id': 'default'}}}}
+            resp = requests.post(
+                self.keystone_url + '/auth/tokens', json={'auth': auth},
                 timeout=60, headers={'Connection': 'close'})
             resp.raise_for_status()
             self._token = resp.headers['X-Subject-Token']
