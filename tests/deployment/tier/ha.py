@@ -320,5 +320,13 @@ class Client(object):
             'payload': {'event': 'STOPPED', 'host_status': 'NORMAL',
                         'cluster_status': 'OFFLINE'}}})['notification']
 
-    def notification(self, uuid):
-        return self.ha('GET', '/notifications/%s' % uuid)['notification']
+    def notification(self, uuid, version='1.0'):
+        """A notification; from 1.1 on with its recovery workflow details.
+
+        1.1 asks the engine over RPC, which can time out while the engine
+        recovers: polling uses 1.0.
+        """
+        return self._request(
+            'GET', self.masakari_url + '/v1/notifications/%s' % uuid,
+            headers={'OpenStack-API-Version': 'instance-ha %s' % version}
+        )['notification']
