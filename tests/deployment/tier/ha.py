@@ -169,9 +169,10 @@ class HA(object):
             ('masakari-db-sync', d._bin('masakari-manage'),
              '--config-file', mk_conf, 'db', 'sync'))
         # Masakari needs keystone only for requests: it starts meanwhile.
+        # Eventlet-patched like nova-api: one thread (see services).
         api = d._uwsgi('masakari-api', 'masakari.wsgi.api:application',
                        self.ports['masakari'],
-                       {'OS_MASAKARI_CONFIG_DIR': self.etc})
+                       {'OS_MASAKARI_CONFIG_DIR': self.etc}, threads=1)
         # masakari.wsgi.api parses its configuration twice, the second
         # time from sys.argv alone (then only /etc/masakari is searched):
         # name the file there too.

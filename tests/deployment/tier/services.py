@@ -588,13 +588,14 @@ class Deployment(object):
         self.rss_samples['after start-up (idle, no guest)'] = self.rss()
         self.progress('deployment ready in %.1fs', self.timings['start-up'])
 
-    def _uwsgi(self, name, module, port, env):
+    def _uwsgi(self, name, module, port, env, processes=1, threads=4):
         # uWSGI's HTTP socket closes each connection after its response:
         # say so, or pooling clients (keystoneauth) reuse a closed one.
         argv = [self._bin('uwsgi'), '--http-socket', '127.0.0.1:%d' % port,
                 '--add-header', 'Connection: close',
                 '--module', module, '--virtualenv', sys.prefix,
-                '--master', '--processes', '1', '--threads', '4',
+                '--master', '--processes', str(processes),
+                '--threads', str(threads),
                 '--enable-threads', '--die-on-term', '--need-app',
                 '--buffer-size', '65535', '--hook-master-start',
                 'unix_signal:15 gracefully_kill_them_all']
@@ -614,11 +615,16 @@ class Deployment(object):
             'placement', 'placement.wsgi.api:application',
             self.ports['placement'],
             {'OS_PLACEMENT_CONFIG_DIR': self.path('etc')})
+        # One thread per process, as devstack runs it: nova-api runs in
+        # eventlet mode here, and requests served at once by threads of one
+        # process (an HA service's, side by side) can deadlock on its hub
+        # ("greenlet.error: Cannot switch to a different thread").
         api = self._uwsgi(
             'nova-api', 'nova.wsgi.osapi_compute:application',
             self.ports['api'],
             {'OS_NOVA_CONFIG_DIR': self.path('etc'),
-             'OS_NOVA_CONFIG_FILES': 'api-paste.ini;nova.conf'})
+             'OS_NOVA_CONFIG_FILES': 'api-paste.ini;nova.conf'},
+            processes=2, threads=1)
         nova_conf = self.path('etc', 'nova.conf')
         conductor = Service('nova-conductor', [
             self._bin('nova-conductor'), '--config-file', nova_conf],
