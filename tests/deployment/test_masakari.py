@@ -110,6 +110,17 @@ class TestMasakariHostRecovery(base.DeploymentTestCase):
             ports = self.ha.serial_ports = services.free_port_range(5)
         return ports
 
+    def _engine_reason(self, uuid):
+        """Why masakari-engine last failed the notification, from its log."""
+        marker = "Failed to process notification '%s'. Reason: " % uuid
+        reason = 'none'
+        with open(self.d.services['masakari-engine'].log_file,
+                  errors='replace') as f:
+            for line in f:
+                if marker in line:
+                    reason = line.split(marker, 1)[1].strip()
+        return reason[:200]
+
     def _restore_services(self):
         # Masakari disabled evac-a's service (and enabled evac-b's).
         for host in (base.SRC, base.DST):
@@ -220,9 +231,20 @@ class TestMasakariHostRecovery(base.DeploymentTestCase):
         active = [s for s in sids if servers[s]['status'] == 'ACTIVE' and
                   servers[s]['OS-EXT-SRV-ATTR:host'] == base.DST]
         final = servers[sid]
-        then = ('reset-state --active and start the server' if retried else
-                'evacuate the server again (the notification is failed)')
-        manual = self.manual_steps(base.DST, sid, left, then=then)
+        moved = final['OS-EXT-SRV-ATTR:host'] == base.DST
+        if moved:
+            # What evac-b holds of it is its own now: Masakari's retry
+            # left it stopped and in error.
+            manual = 'reset-state --active and start the server'
+            if same_disk:
+                manual += (' (it runs on the failed spawn\'s leftover disk, '
+                           'not on one this evacuation made)')
+        else:
+            manual = self.manual_steps(
+                base.DST, sid, left,
+                then='evacuate the server again (the notification is '
+                     'failed)')
+        reason = self._engine_reason(uuid)
         d.rss_samples['during scenario 4 (%s, %s): %d guests on evac-b' % (
             recovery_method, mode, len(guests))] = d.rss()
         d.progress('%s, %s: %s; failed server %s: %d attempts, %s', mode,
@@ -245,14 +267,16 @@ class TestMasakariHostRecovery(base.DeploymentTestCase):
             'Its disk on evac-b': disk,
             'ACTIVE on evac-b in the end': '%d of %d' % (
                 len(active), SERVERS),
-            'Notification to all 3 ACTIVE on evac-b': (
+            'Notification to all 3 ACTIVE on evac-b at once': (
                 '%.0f s' % all_active_at if all_active_at is not None else
                 'never (%.0f s to the notification\'s end)' % elapsed),
             'evac-b: domains, QEMU processes': '%d, %d' % (
                 len(guests), len(dst.qemu_pids())),
-            'evac-b: the failed server\'s files, allocation': '%s; %s' % (
+            'evac-b: the failed server\'s files, allocation': '%s; %s%s' % (
                 base.files_text(left['files']),
-                left['allocation'] or 'none'),
+                left['allocation'] or 'none',
+                ' (its own: it runs there)' if moved else ''),
+            'Masakari\'s reason, last pass (engine log)': reason,
             'Manual steps left': manual,
         }
         base.record(SCENARIO, 'recovery_method %s' % recovery_method,
@@ -266,6 +290,7 @@ class TestMasakariHostRecovery(base.DeploymentTestCase):
             # Masakari's retry finds no reserved host: it evacuates
             # nothing again.
             self.assertFalse(retried)
+            self.assertIn('No reserved_hosts available', reason)
             self.assertEqual('ERROR', final['status'])
             self.assertEqual(base.SRC, final['OS-EXT-SRV-ATTR:host'])
             if binary == base.STOCK:
@@ -277,6 +302,8 @@ class TestMasakariHostRecovery(base.DeploymentTestCase):
         # auto: Masakari evacuated it again, then stopped it and reset it
         # to error, as it recovers an instance that was in error.
         self.assertEqual(2, attempts[sid])
+        # The first pass's failed record of it fails the retry too.
+        self.assertIn("Failed to evacuate instances '%s'" % sid, reason)
         self.assertEqual(base.DST, final['OS-EXT-SRV-ATTR:host'])
         self.assertEqual('ERROR', final['status'])
         self.assertEqual('shut off', guests.get(sid, (None, None))[1])

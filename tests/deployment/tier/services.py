@@ -469,6 +469,10 @@ class Deployment(object):
             'compute_driver': 'libvirt.LibvirtDriver',
             'instances_path': instances,
             'reserved_host_memory_mb': 0,
+            # A guest with no OS ignores ACPI: a stop (Masakari stops the
+            # servers it recovers from ERROR) waits this long before the
+            # destroy, 60 s by default.
+            'shutdown_timeout': 5,
         })
         conf['libvirt'] = {
             'virt_type': 'qemu',
