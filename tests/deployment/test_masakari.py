@@ -119,7 +119,8 @@ class TestMasakariHostRecovery(base.DeploymentTestCase):
             for line in f:
                 if marker in line:
                     reason = line.split(marker, 1)[1].strip()
-        return reason[:200]
+        # The message, without the exception's repr that follows it.
+        return reason.split(': masakari.exception.', 1)[0][:200]
 
     def _restore_services(self):
         # Masakari disabled evac-a's service (and enabled evac-b's).
@@ -267,7 +268,7 @@ class TestMasakariHostRecovery(base.DeploymentTestCase):
             'Its disk on evac-b': disk,
             'ACTIVE on evac-b in the end': '%d of %d' % (
                 len(active), SERVERS),
-            'Notification to all 3 ACTIVE on evac-b at once': (
+            'Notification to all 3 ACTIVE on evac-b (before a stop)': (
                 '%.0f s' % all_active_at if all_active_at is not None else
                 'never (%.0f s to the notification\'s end)' % elapsed),
             'evac-b: domains, QEMU processes': '%d, %d' % (
