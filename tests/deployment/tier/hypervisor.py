@@ -63,6 +63,10 @@ def wait_for(predicate, timeout, what, interval=0.2):
         time.sleep(interval)
 
 
+class LibvirtdExited(RuntimeError):
+    """libvirtd exited before it answered."""
+
+
 class LibvirtHost(object):
     """One simulated host's libvirtd, started in its own namespaces."""
 
@@ -92,7 +96,19 @@ class LibvirtHost(object):
             f.write(QEMU_CONF)
 
     def start(self, timeout=60):
-        """Start libvirtd in new namespaces; return when it answers."""
+        """Start libvirtd in new namespaces; return when it answers.
+
+        Started again once if it exits while starting: seen once after a
+        crash, libvirtd reconnecting to the domains of the killed QEMUs
+        exited with 0 before it answered, and the next start worked.
+        """
+        try:
+            self._start(timeout)
+        except LibvirtdExited:
+            self.proc = None
+            self._start(timeout)
+
+    def _start(self, timeout):
         self.prepare()
         if os.path.exists(self.socket):
             os.unlink(self.socket)
@@ -114,7 +130,7 @@ class LibvirtHost(object):
 
         def answers():
             if self.proc.poll() is not None:
-                raise RuntimeError('libvirtd of %s exited (%s), see %s' % (
+                raise LibvirtdExited('libvirtd of %s exited (%s), see %s' % (
                     self.name, self.proc.returncode, self.log_file))
             if not os.path.exists(self.socket):
                 return False
