@@ -43,17 +43,14 @@ the target to ``compute1`` again (at most twice), the source comes back
 and the last ones are checked.
 """
 
-import io
 import os
 import time
 
-import fixtures
 import nova.conf
 from nova import context as nova_context
 from nova import objects
 from nova.tests.functional.api import client as api_client
 
-from nova_evac_cleanup.cmd import audit as audit_cmd
 from nova_evac_cleanup import host_lock
 from tests.explore import tracer as tracing
 from tests.harness import fake_libvirt
@@ -321,20 +318,7 @@ class ExploreCase(base.EvacuateTestCase):
             self._start_dest()
 
     def _audit(self):
-        build = audit_cmd.build_manager
-
-        def build_manager(host, **kwargs):
-            compute = build(host, **kwargs)
-            # The fake driver learns its host in init_host, which the audit
-            # skips; libvirt's reaches libvirtd without it.
-            compute.driver._host = host
-            return compute
-
-        with fixtures.MonkeyPatch(
-                'nova_evac_cleanup.cmd.audit.build_manager', build_manager):
-            with fixtures.MonkeyPatch('sys.stderr', io.StringIO()):
-                return audit_cmd.run(delete=True, as_json=True,
-                                     out=io.StringIO(), host=DEST)
+        return self._run_audit(delete=True, as_json=True, host=DEST)[0]
 
     def _audit_with_fault(self):
         """audit --delete meets the fault; then a normal one."""

@@ -28,7 +28,6 @@ its output must be the guide's, so that the guide cannot drift.
 
 import atexit
 import http.server
-import io
 import json
 import os
 import re
@@ -306,21 +305,8 @@ class OperatorGuideExampleTest(base.EvacuateTestCase):
 
     def _audit(self, delete=False):
         """The audit of compute1 as text: its return code and lines."""
-        out = io.StringIO()
-        build = audit_cmd.build_manager
-
-        def build_manager(host, **kwargs):
-            compute = build(host, **kwargs)
-            # The fake driver learns its host in init_host, which the audit
-            # skips; libvirt's reaches libvirtd without it.
-            compute.driver._host = host
-            return compute
-
-        with fixtures.MonkeyPatch(
-                'nova_evac_cleanup.cmd.audit.build_manager', build_manager):
-            with fixtures.MonkeyPatch('sys.stderr', io.StringIO()):
-                code = audit_cmd.run(delete=delete, out=out, host=base.DEST)
-        return code, out.getvalue().splitlines()
+        code, out, _err = self._run_audit(delete=delete)
+        return code, out.splitlines()
 
     def assert_guide_shows(self, command, output):
         instances = self.world.instances_path(base.DEST)

@@ -43,7 +43,6 @@ for it and ``nova-manage placement audit`` finds nothing orphaned there.
   compute0, where a hard reboot brings it back on its kept disk.
 """
 
-import io
 import json
 import os
 import time
@@ -56,7 +55,6 @@ from nova.compute import task_states
 from nova import context as nova_context
 from nova import objects
 
-from nova_evac_cleanup.cmd import audit as audit_cmd
 from nova_evac_cleanup import host_lock
 from nova_evac_cleanup import journal
 from nova_evac_cleanup import manager
@@ -178,26 +176,10 @@ class _InterruptedEvacuationTest(base.EvacuateTestCase):
 
         :returns: its return code and report (None if it printed none)
         """
-        out = io.StringIO()
-        build = audit_cmd.build_manager
-
-        def build_manager(host, **kwargs):
-            compute = build(host, **kwargs)
-            # The fake driver learns its host in init_host, which the audit
-            # skips without --delete; libvirt's reaches libvirtd without it.
-            compute.driver._host = host
-            return compute
-
-        err = io.StringIO()
-        with fixtures.MonkeyPatch(
-                'nova_evac_cleanup.cmd.audit.build_manager', build_manager):
-            with fixtures.MonkeyPatch('sys.stderr', err):
-                code = audit_cmd.run(delete=delete, as_json=True, out=out,
-                                     host=DEST)
+        code, out, err = self._run_audit(delete=delete, as_json=True)
         #: what it said on standard error
-        self.audit_stderr = err.getvalue()
-        return code, (json.loads(out.getvalue()) if out.getvalue()
-                      else err.getvalue())
+        self.audit_stderr = err
+        return code, json.loads(out) if out else err
 
     # What is left.
 

@@ -264,6 +264,31 @@ class EvacuateTestCase(integrated_helpers.ProviderUsageBaseTestCase):
         allocations = self._get_allocations_by_server_uuid(server['id'])
         return allocations.get(self.dest_rp)
 
+    def _run_audit(self, delete=False, as_json=False, host=DEST):
+        """Run ``nova-evac-cleanup audit`` for ``host``, in-process.
+
+        :returns: its return code, what it printed on standard output and
+            what on standard error
+        """
+        from nova_evac_cleanup.cmd import audit as audit_cmd
+
+        out, err = io.StringIO(), io.StringIO()
+        build = audit_cmd.build_manager
+
+        def build_manager(host, **kwargs):
+            compute = build(host, **kwargs)
+            # The fake driver learns its host in init_host, which the audit
+            # skips without --delete; libvirt's reaches libvirtd without it.
+            compute.driver._host = host
+            return compute
+
+        with fixtures.MonkeyPatch(
+                'nova_evac_cleanup.cmd.audit.build_manager', build_manager):
+            with fixtures.MonkeyPatch('sys.stderr', err):
+                code = audit_cmd.run(delete=delete, as_json=as_json, out=out,
+                                     host=host)
+        return code, out.getvalue(), err.getvalue()
+
     def _placement_audit(self, host=DEST):
         """Run ``nova-manage placement audit --verbose`` for one host.
 
