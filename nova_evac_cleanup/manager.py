@@ -121,7 +121,7 @@ class EvacuateCleanupMixin(object):
             LOG.error('nova-evac-cleanup supports nova %s and cannot run on '
                       'this nova: %s. Running as nova\'s own compute '
                       'manager: no cleanup of failed evacuations, no '
-                      'start-up sweep.', nova_support.SUPPORTED,
+                      'start-up sweep.', nova_support.supported_range(),
                       '; '.join(problems))
         #: whether the cleanup runs at all on this nova
         self._cleanup_runs = not problems

@@ -29,28 +29,51 @@ it leaves out are refused here too, since a distribution's package does
 not go through pip (:func:`release_problem`).
 """
 
+import functools
 import importlib
+from importlib import metadata
 import inspect
-import re
+
 
 from nova.compute import manager as nova_manager
 from nova import safe_utils
 from nova import utils
 from nova import version
+from packaging import requirements as packaging_requirements
+from packaging import specifiers
 
 from nova_evac_cleanup import shared_storage
 from nova_evac_cleanup import spawn_failure
 
-#: The nova releases tested: 31 (2025.1) to 34 (2026.2), from the first
-#: release of each series with the fix of bug 2125030.
-SUPPORTED = '>=31.3.0,!=32.0.*,!=32.1.*,<35.0.0'
+#: The distribution whose metadata states the nova releases supported.
+DISTRIBUTION = 'nova-evac-cleanup'
 
-#: The first release of a series whose libvirt driver no longer deletes the
-#: instance's vTPM secret in Barbican on ``destroy`` (the fix of bug
-#: 2125030); 33 and 34 have it from their first release. Before it, the
-#: destroy of a failed evacuation's guest would delete the secret of the
-#: instance, which still lives on its source.
-FIRST_WITH_VTPM_FIX = {31: (31, 3, 0), 32: (32, 2, 0)}
+
+@functools.lru_cache(maxsize=None)
+def supported_range():
+    """The nova releases supported, as ``requirements.txt`` states them.
+
+    One place states the range: ``requirements.txt``, which pbr writes
+    into the package's metadata (``Requires-Dist``), where this reads it.
+    From 31 (2025.1) to 34 (2026.2), each series from its first release
+    whose libvirt driver no longer deletes the instance's vTPM secret in
+    Barbican on ``destroy`` (bug 2125030): before it, the destroy of a
+    failed evacuation's guest would delete the secret of the instance,
+    which still lives on its source.
+
+    :returns: the specifiers, e.g. ``!=32.0.*,<35.0.0,>=31.3.0``; empty if
+        the metadata cannot be read
+    """
+    try:
+        requirements = metadata.requires(DISTRIBUTION) or []
+    except metadata.PackageNotFoundError:
+        return ''
+    for requirement in requirements:
+        parsed = packaging_requirements.Requirement(requirement)
+        if parsed.name == 'nova':
+            return str(parsed.specifier)
+    return ''
+
 
 #: The parameters of the nova methods the mixin overrides, as nova 31.0.0
 #: to 34.0.0 define them.
@@ -117,13 +140,20 @@ def release_problem(release=None):
     :param release: nova's version string; the installed nova's by default
     """
     release = release or version.version_string()
-    numbers = tuple(int(part) for part in re.findall(r'\d+', release)[:3])
-    first = FIRST_WITH_VTPM_FIX.get(numbers[0]) if numbers else None
-    if first is not None and numbers < first:
-        return ('nova %s deletes the vTPM secret of an instance when the '
-                'libvirt driver destroys its guest with its disks (bug '
-                '2125030, fixed in %s): the cleanup needs nova %s or newer' %
-                (release, '.'.join(map(str, first)), SUPPORTED))
+    supported = supported_range()
+    if not supported:
+        return ('the nova releases nova-evac-cleanup supports cannot be read '
+                'from its package metadata (%s)' % DISTRIBUTION)
+    try:
+        inside = specifiers.SpecifierSet(supported).contains(
+            release, prereleases=True)
+    except ValueError:
+        inside = False
+    if not inside:
+        return ('nova %s is not one of the releases nova-evac-cleanup was '
+                'written and tested for (nova%s; before 31.3.0 and 32.2.0 '
+                'destroy deletes the vTPM secret of the instance, bug '
+                '2125030)' % (release, supported))
     return None
 
 

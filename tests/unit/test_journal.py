@@ -190,17 +190,34 @@ class TestNovaSupport(test.NoDBTestCase):
         self.assertIn('no such method', text)
         self.assertIn('(self, context, instance) found', text)
 
-    def test_nova_release_without_the_vtpm_fix(self):
+    def test_nova_release_outside_the_range(self):
+        """Issue 27, item 3: the range requirements.txt states, enforced.
+
+        35.0.0 and 30.2.0 passed before: only the vTPM minimum of 31 and
+        32 was checked.
+        """
         for version, ok in (('31.2.0', False), ('31.3.0', True),
                             ('31.3.1.dev4', True), ('32.0.0', False),
                             ('32.1.9', False), ('32.2.0', True),
-                            ('33.0.0', True), ('34.0.0', True)):
+                            ('33.0.0', True), ('34.0.0', True),
+                            ('34.1.0.dev12', True), ('35.0.0', False),
+                            ('35.0.0.0b1', False), ('30.2.0', False)):
             with mock.patch('nova.version.version_string',
                             return_value=version):
                 problems = nova_support.problems()
             self.assertEqual(ok, not problems, (version, problems))
             if not ok:
-                self.assertIn('bug 2125030', problems[0])
+                self.assertIn(nova_support.supported_range(), problems[0])
+                self.assertIn(version, problems[0])
+
+    def test_one_place_states_the_range(self):
+        """The range is requirements.txt's, as the package declares it."""
+        with open(os.path.join(os.path.dirname(__file__), '..', '..',
+                               'requirements.txt')) as stream:
+            [line] = [line for line in stream if line.startswith('nova')]
+        declared = line.split('#')[0].strip()[len('nova'):]
+        self.assertEqual(sorted(declared.split(',')),
+                         sorted(nova_support.supported_range().split(',')))
 
     def test_patched_nova(self):
         class Patched(object):
