@@ -28,15 +28,16 @@ import atexit
 from importlib import metadata
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 
 import testtools
+import testtools.content
 
 from nova_evac_cleanup import runbook
 from tests.deployment.tier import ha
+from tests.deployment.tier import netns
 from tests.deployment.tier import services
 from tests.reproduce import report
 
@@ -84,21 +85,25 @@ def record(scenario, storage, binary, facts):
 
 
 def software_versions():
-    """What the deployment ran: nova, placement, libvirt and QEMU.
+    """What the deployment ran: OpenStack, libvirt, QEMU, OVS, OVN, Ceph.
 
-    Masakari and keystone too, if a scenario started them.
+    Masakari too, if a scenario started it.
     """
     found = []
-    names = ['nova', 'openstack-placement']
+    names = ['nova', 'openstack-placement', 'keystone', 'glance', 'neutron',
+             'cinder']
     if _STATE['ha']:
-        names += ['masakari', 'keystone']
+        names += ['masakari']
     for name in names:
         try:
             found.append('%s %s' % (name, metadata.version(name)))
         except metadata.PackageNotFoundError:
             pass
     for command in (['libvirtd', '--version'],
-                    ['qemu-system-x86_64', '--version']):
+                    ['qemu-system-x86_64', '--version'],
+                    ['ovs-vswitchd', '--version'],
+                    ['ovn-controller', '--version'],
+                    ['ceph', '--version']):
         try:
             out = subprocess.run(command, capture_output=True, text=True,
                                  timeout=30).stdout
@@ -163,12 +168,38 @@ class DeploymentTestCase(testtools.TestCase):
     def setUp(self):
         super().setUp()
         self.d = get_deployment()
+        # Where each service's log stood when the test began.
+        self._log_offsets = self._offsets()
         self.addOnException(self._keep_logs)
 
+    def _offsets(self):
+        offsets = {}
+        for name in os.listdir(self.d.logs_dir):
+            path = os.path.join(self.d.logs_dir, name)
+            if os.path.isfile(path):
+                offsets[name] = os.path.getsize(path)
+        return offsets
+
     def _keep_logs(self, exc_info):
+        """What every service logged during the test, in its own directory.
+
+        ``logs/tests/<test id>/<service>.log``: only the lines written
+        since the test began; the run's directory is kept too.
+        """
         _STATE['failed'].append(self.id())
-        self.d.progress('FAILED %s: %s; logs kept in %s', self.id(),
-                        exc_info[1], self.d.logs_dir)
+        kept = os.path.join(self.d.logs_dir, 'tests', self.id())
+        os.makedirs(kept, exist_ok=True)
+        for name in os.listdir(self.d.logs_dir):
+            path = os.path.join(self.d.logs_dir, name)
+            if not os.path.isfile(path):
+                continue
+            with open(path, 'rb') as src:
+                src.seek(self._log_offsets.get(name, 0))
+                with open(os.path.join(kept, name), 'wb') as dst:
+                    dst.write(src.read())
+        self.addDetail('service logs', testtools.content.text_content(kept))
+        self.d.progress('FAILED %s: %s; its services\' logs kept in %s',
+                        self.id(), exc_info[1], kept)
 
     # Hosts
     def host_up(self, host, binary=STOCK, **kwargs):
@@ -206,22 +237,26 @@ class DeploymentTestCase(testtools.TestCase):
         self.d.crash_host(host)
         self.d.compute.force_down(host)
 
-    def hold_ports(self, ports):
-        """Another process holds ``ports`` (first, last): nova cannot."""
+    def hold_ports(self, ports, host=DST):
+        """Another process of ``host`` holds ``ports`` (first, last).
+
+        Bound on 127.0.0.1 of the host's network namespace, where its
+        nova-compute and QEMU run: nova cannot have them.
+        """
         socks = []
         for port in range(ports[0], ports[1] + 1):
-            s = socket.socket()
-            s.bind(('127.0.0.1', port))
-            s.listen(1)
+            s = netns.listening_socket(port, self.d.netns[host].path)
             self.addCleanup(s.close)
             socks.append(s)
         return socks
 
     # Servers
-    def boot(self, host=SRC, name=None, image_id=services.IMAGE_ID):
+    def boot(self, host=SRC, name=None, image_id=None, **kwargs):
+        """Boot a server on ``host``; ``kwargs`` as :meth:`.Compute.boot`."""
         d = self.d
         server = d.compute.boot(name or self.id().rsplit('.', 1)[-1],
-                                d.flavor_id, image_id, host=host)
+                                d.flavor_id, image_id or d.image_id,
+                                host=host, **kwargs)
         self.addCleanup(self.delete_server, server['id'])
         t0 = time.monotonic()
         server = d.compute.wait_server(server['id'], ('ACTIVE', 'ERROR'))
@@ -254,7 +289,7 @@ class DeploymentTestCase(testtools.TestCase):
         down = {}
         for host in d.host_names:
             svc = d.compute_service(host)
-            if not (svc and svc.running and d.hosts[host].running):
+            if not (svc and svc.running and d.host_running(host)):
                 down[host.replace('-', '_')] = self._config(host)
             elif d.compute.service(host)['forced_down']:
                 d.compute.force_down(host, False)
@@ -280,6 +315,10 @@ class DeploymentTestCase(testtools.TestCase):
             if found:
                 host.virsh('destroy', found[0], check=False)
                 host.virsh('undefine', found[0], check=False)
+        # nova deletes an RBD disk where the server is deleted.
+        disk = '%s_disk' % server_id
+        if disk in {i['image'] for i in d.ceph.images('vms')}:
+            d.ceph.rbd('rm', 'vms/%s' % disk)
         for path in set(opts['instances_path']
                         for opts in d.compute_opts.values()):
             target = os.path.join(path, server_id)

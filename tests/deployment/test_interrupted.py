@@ -132,15 +132,3 @@ class TestDestinationKilled(base.DeploymentTestCase):
 
     def test_fixed_destination_first(self):
         self._test(base.FIXED, dest_first=True)
-
-    def test_stock_source_first(self):
-        self._test(base.STOCK, dest_first=False)
-
-    def test_fixed_source_first(self):
-        self._test(base.FIXED, dest_first=False)
-
-    def test_stock_destination_first_shared(self):
-        self._test(base.STOCK, dest_first=True, shared=True)
-
-    def test_fixed_destination_first_shared(self):
-        self._test(base.FIXED, dest_first=True, shared=True)

@@ -59,6 +59,8 @@ SCENARIO = ('4. Masakari host recovery of 3 servers, retried by its '
             'one spawn: a real cause)')
 SERVERS = 3
 SEGMENT = 'evac-segment'
+# The deployment's third host, outside the segment.
+OTHER = 'evac-c'
 # nova's power states, as the API shows them
 POWER = {0: 'none', 1: 'running', 3: 'paused', 4: 'shutdown', 6: 'crashed',
          7: 'suspended'}
@@ -123,8 +125,9 @@ class TestMasakariHostRecovery(base.DeploymentTestCase):
         return reason.split(': masakari.exception.', 1)[0][:200]
 
     def _restore_services(self):
-        # Masakari disabled evac-a's service (and enabled evac-b's).
-        for host in (base.SRC, base.DST):
+        # Masakari disabled evac-a's service (and enabled evac-b's); the
+        # test disabled evac-c's.
+        for host in (base.SRC, base.DST, OTHER):
             self.d.compute.enable(host)
 
     def _boot_ha_servers(self):
@@ -132,9 +135,14 @@ class TestMasakariHostRecovery(base.DeploymentTestCase):
         t0 = time.monotonic()
         sids = []
         for i in range(SERVERS):
+            # Each with a port on the network: nova waits for neutron's
+            # network-vif-plugged at each boot and evacuation.
+            port = d.neutron.create_port('ha-%d' % i)
+            self.addCleanup(d.neutron.delete_port, port['id'])
             server = d.compute.boot('ha-%d' % i, d.flavor_id,
-                                    services.IMAGE_ID, host=base.SRC,
-                                    metadata={'HA_Enabled': 'True'})
+                                    d.image_id, host=base.SRC,
+                                    metadata={'HA_Enabled': 'True'},
+                                    ports=[port['id']])
             self.addCleanup(self.delete_server, server['id'])
             sids.append(server['id'])
         for sid in sids:
@@ -151,6 +159,8 @@ class TestMasakariHostRecovery(base.DeploymentTestCase):
         self.hosts_up(evac_a={}, evac_b=dict(binary=binary,
                                              serial_ports=ports))
         self.addCleanup(self._restore_services)
+        # Not in the segment: the scheduler must not pick it for auto.
+        d.compute.enable(OTHER, False)
         self._segment(recovery_method)
         if recovery_method == 'reserved_host':
             # A reserved host waits with its service disabled.

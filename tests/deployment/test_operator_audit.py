@@ -157,9 +157,3 @@ class TestOperatorAudit(base.DeploymentTestCase):
 
     def test_fixed_audit(self):
         self._fixed_audit(shared=False)
-
-    def test_stock_runbook_shared(self):
-        self._stock_runbook(shared=True)
-
-    def test_fixed_audit_shared(self):
-        self._fixed_audit(shared=True)

@@ -143,12 +143,6 @@ class TestSpawnFailsAfterDisks(base.DeploymentTestCase):
     def test_fixed_non_shared(self):
         self._test(base.FIXED, shared=False)
 
-    def test_stock_shared(self):
-        self._test(base.STOCK, shared=True)
-
-    def test_fixed_shared(self):
-        self._test(base.FIXED, shared=True)
-
 
 SCENARIO_RUNNING = ('1b. Spawn fails on the destination after its guest '
                     'runs (fault hook raises in _wait_for_boot)')
@@ -257,8 +251,3 @@ class TestSpawnFailsGuestRunning(base.DeploymentTestCase):
     def test_fixed(self):
         self._test(base.FIXED)
 
-    def test_stock_shared(self):
-        self._test(base.STOCK, shared=True)
-
-    def test_fixed_shared(self):
-        self._test(base.FIXED, shared=True)

@@ -14,8 +14,8 @@
 
 """Small REST clients for the compute API and placement.
 
-The deployment's API trusts every request as an admin's (see :mod:`.auth`)
-and placement runs with ``noauth2``: no tokens to get.
+Both authenticate with keystone as the admin (:mod:`.identity`): each
+request carries the admin's token.
 """
 
 import time
@@ -40,15 +40,16 @@ class Timeout(Exception):
 
 class Compute(object):
 
-    def __init__(self, url):
+    def __init__(self, url, token):
         self.url = url.rstrip('/')
+        self.token = token
         # A new connection per request: reusing one that the server is
         # closing races with its FIN and gets the request reset.
         self.session = requests
 
     def request(self, method, path, body=None, version=COMPUTE_VERSION,
                 ok=(200, 201, 202, 204)):
-        headers = {'Connection': 'close',
+        headers = {'Connection': 'close', 'X-Auth-Token': self.token(),
                    'OpenStack-API-Version': 'compute %s' % version,
                    'X-OpenStack-Nova-API-Version': version}
         for attempt in range(3 if method == 'GET' else 1):
@@ -69,9 +70,38 @@ class Compute(object):
         return self.request('GET', path)
 
     # Servers
-    def boot(self, name, flavor_id, image_id, host=None, metadata=None):
+    def boot(self, name, flavor_id, image_id, host=None, metadata=None,
+             ports=(), volumes=(), boot_volume=None):
+        """Boot a server; its networks are ``ports``, or none.
+
+        :param volumes: data volumes to attach at boot
+        :param boot_volume: a bootable volume to boot from, instead of
+            ``image_id``
+        """
         body = {'server': {'name': name, 'flavorRef': flavor_id,
-                           'imageRef': image_id, 'networks': 'none'}}
+                           'networks': [{'port': p} for p in ports] or
+                           'none'}}
+        bdms = []
+        if boot_volume:
+            bdms.append({'boot_index': 0, 'uuid': boot_volume,
+                         'source_type': 'volume',
+                         'destination_type': 'volume',
+                         'delete_on_termination': False})
+        else:
+            body['server']['imageRef'] = image_id
+            if volumes:
+                # With other block devices the image's is named too.
+                bdms.append({'boot_index': 0, 'uuid': image_id,
+                             'source_type': 'image',
+                             'destination_type': 'local',
+                             'delete_on_termination': True})
+        for volume in volumes:
+            bdms.append({'boot_index': -1, 'uuid': volume,
+                         'source_type': 'volume',
+                         'destination_type': 'volume',
+                         'delete_on_termination': False})
+        if bdms:
+            body['server']['block_device_mapping_v2'] = bdms
         if host:
             body['server']['host'] = host
         if metadata:
@@ -164,7 +194,8 @@ class Compute(object):
         while True:
             resp = requests.get(
                 self.url + '/servers/%s' % server_id, timeout=60,
-                headers={'Connection': 'close', 'OpenStack-API-Version':
+                headers={'Connection': 'close', 'X-Auth-Token': self.token(),
+                         'OpenStack-API-Version':
                          'compute %s' % COMPUTE_VERSION})
             if resp.status_code == 404:
                 return
@@ -188,18 +219,18 @@ class Compute(object):
 
 class Placement(object):
 
-    def __init__(self, url):
+    def __init__(self, url, token):
         self.url = url.rstrip('/')
-        self.headers = {
-            'Connection': 'close',
-            'X-Auth-Token': 'admin',
-            'OpenStack-API-Version': 'placement %s' % PLACEMENT_VERSION}
+        self.token = token
 
     def get(self, path):
+        headers = {
+            'Connection': 'close', 'X-Auth-Token': self.token(),
+            'OpenStack-API-Version': 'placement %s' % PLACEMENT_VERSION}
         for attempt in range(3):
             try:
                 resp = requests.get(self.url + path, timeout=60,
-                                    headers=self.headers)
+                                    headers=headers)
                 break
             except requests.ConnectionError:
                 if attempt == 2:

@@ -15,11 +15,14 @@
 """A simulated hypervisor host: libvirtd and QEMU in their own namespaces.
 
 Each host has a directory holding what libvirtd sees as ``/etc/libvirt``,
-``/run/libvirt``, ``/var/lib/libvirt``, ``/var/log/libvirt`` and
-``/var/cache/libvirt``; :mod:`.nsinit` mounts them in a new mount, UTS and
-PID namespace, so that two libvirtd run side by side, each with its own
-hostname and domains, and a QEMU that stops is reaped at once. nova-compute
-stays outside and reaches its libvirtd through that host's socket.
+``/run/libvirt``, ``/var/lib/libvirt``, ``/var/log/libvirt``,
+``/var/cache/libvirt`` and ``/etc/ceph``; :mod:`.nsinit` mounts them in a
+new mount, UTS and PID namespace, so that several libvirtd run side by
+side, each with its own hostname and domains, and a QEMU that stops is
+reaped at once. libvirtd runs in the host's network namespace
+(:mod:`.netns`), where nova-compute and the host's OVS run too: QEMU opens
+the tap devices os-vif creates there. nova-compute reaches its libvirtd
+through that host's socket.
 """
 
 import os
@@ -70,9 +73,14 @@ class LibvirtdExited(RuntimeError):
 class LibvirtHost(object):
     """One simulated host's libvirtd, started in its own namespaces."""
 
-    def __init__(self, name, root):
+    def __init__(self, name, root, wrap=None):
         self.name = name
         self.root = root
+        # Wraps libvirtd's command line: the host's network namespace.
+        self.wrap = wrap or (lambda argv: argv)
+        # Mounted on /etc/ceph in the host's mount namespace: QEMU's
+        # librbd reads the cluster's client options there.
+        self.ceph_conf = None
         self.socket = os.path.join(root, 'run', 'libvirt-sock')
         self.uri = 'qemu+unix:///system?socket=%s' % self.socket
         self.log_file = os.path.join(root, 'libvirtd.log')
@@ -85,11 +93,14 @@ class LibvirtHost(object):
         etc = os.path.join(self.root, 'etc')
         if not os.path.isdir(etc):
             shutil.copytree('/etc/libvirt', etc, symlinks=True)
-            # No default network to start: servers have networks='none'.
+            # No default network to start: neutron's ports are OVS's.
             autostart = os.path.join(etc, 'qemu', 'networks', 'autostart')
             shutil.rmtree(autostart, ignore_errors=True)
-        for name in ('run', 'lib', 'log', 'cache'):
+        for name in ('run', 'lib', 'log', 'cache', 'ceph'):
             os.makedirs(os.path.join(self.root, name), exist_ok=True)
+        if self.ceph_conf:
+            shutil.copy(self.ceph_conf,
+                        os.path.join(self.root, 'ceph', 'ceph.conf'))
         with open(os.path.join(etc, 'libvirtd.conf'), 'w') as f:
             f.write(LIBVIRTD_CONF)
         with open(os.path.join(etc, 'qemu.conf'), 'w') as f:
@@ -115,13 +126,13 @@ class LibvirtHost(object):
         log = open(self.log_file, 'ab')
         # --kill-child: when unshare dies, its child (PID 1 of the
         # namespace) is killed, and with it every process in there.
-        self.proc = subprocess.Popen(
+        self.proc = subprocess.Popen(self.wrap(
             ['unshare', '--mount', '--uts', '--pid', '--mount-proc',
              '--fork', '--kill-child', '--propagation', 'private',
              sys.executable, '-m', 'tests.deployment.tier.nsinit',
              self.root, self.name, '--',
              'libvirtd', '-f', '/etc/libvirt/libvirtd.conf',
-             '--pid-file', '/run/libvirt/libvirtd.pid'],
+             '--pid-file', '/run/libvirt/libvirtd.pid']),
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True)
         log.close()

@@ -18,7 +18,8 @@ Run by ``unshare --mount --uts --pid --mount-proc --fork``::
 
     python -m tests.deployment.tier.nsinit ROOT HOSTNAME -- CMD...
 
-It bind-mounts ``ROOT/{etc,run,lib,log,cache}`` over libvirt's directories,
+It bind-mounts ``ROOT/{etc,run,lib,log,cache}`` over libvirt's directories
+and ``ROOT/ceph`` over ``/etc/ceph``,
 sets the hostname (libvirt's hostname is nova's node name), runs ``CMD``
 and reaps every process orphaned in the namespace. libvirtd itself cannot
 be PID 1: it does not reap the QEMU capability probes it orphans, and then
@@ -38,6 +39,7 @@ MOUNTS = (
     ('lib', '/var/lib/libvirt'),
     ('log', '/var/log/libvirt'),
     ('cache', '/var/cache/libvirt'),
+    ('ceph', '/etc/ceph'),
 )
 
 

@@ -16,11 +16,17 @@
 
 :class:`Deployment` starts from nothing: its own database names and
 RabbitMQ vhost (named after the run), a configuration file per service,
-the cell set-up nova-manage does, placement and the compute API under
-uWSGI, nova-conductor, nova-scheduler, and for each simulated host a
-libvirtd (:mod:`.hypervisor`) and a nova-compute. It waits on real
-readiness (services up in the API, resource providers in placement) and
-tears everything down, keeping every log when asked to (a failed run).
+keystone (:mod:`.identity`), Ceph (:mod:`.ceph`), OVN's databases and
+northd (:mod:`.ovn`), the cell set-up nova-manage does, placement and the
+compute API under uWSGI, nova-conductor, nova-scheduler, glance
+(:mod:`.glance`), neutron with ML2/OVN (:mod:`.neutron`) and cinder on
+RBD (:mod:`.cinder`); and for each simulated host a network namespace
+(:mod:`.netns`) holding its OVS and ovn-controller, its libvirtd
+(:mod:`.hypervisor`) and its nova-compute, which reach the services on
+127.0.0.1 through the forwarder (:mod:`.forward`). It waits on real
+readiness (services up in their APIs, resource providers in placement,
+the chassis in OVN) and tears everything down, keeping every log when
+asked to (a failed run).
 """
 
 import configparser
@@ -39,13 +45,18 @@ import uuid
 
 import pymysql
 
+from tests.deployment.tier import ceph
+from tests.deployment.tier import cinder
 from tests.deployment.tier import client
+from tests.deployment.tier import glance
 from tests.deployment.tier import hypervisor
-from tests.deployment.tier import standins
+from tests.deployment.tier import identity
+from tests.deployment.tier import netns
+from tests.deployment.tier import neutron
+from tests.deployment.tier import ovn
 
 # oslo.log's line: date time pid LEVEL logger
 CRITICAL = re.compile(rb'^\S+ \S+ \d+ CRITICAL ')
-IMAGE_ID = '8b1c5c9e-0f6b-4f35-9d0e-6f1f0a3c5e11'
 FLAVOR = {'name': 'evac-tiny', 'ram': 64, 'vcpus': 1, 'disk': 1}
 STOCK = 'nova-compute'
 FIXED = 'nova-compute-evac-cleanup'
@@ -58,7 +69,7 @@ use = call:nova.api.openstack.urlmap:urlmap_factory
 /v2.1/+: openstack_compute_api_v21
 
 [pipeline:openstack_compute_api_v21]
-pipeline = compute_req_id faultwrap request_log admincontext
+pipeline = compute_req_id faultwrap request_log authtoken keystonecontext
   osapi_compute_app_v21
 
 [pipeline:oscomputeversions]
@@ -67,8 +78,11 @@ pipeline = faultwrap oscomputeversionapp
 [pipeline:oscomputeversion_v2]
 pipeline = compute_req_id faultwrap oscomputeversionapp_v2
 
-[filter:admincontext]
-paste.filter_factory = tests.deployment.tier.auth:AdminContext.factory
+[filter:authtoken]
+paste.filter_factory = keystonemiddleware.auth_token:filter_factory
+
+[filter:keystonecontext]
+paste.filter_factory = nova.api.auth:NovaKeystoneContext.factory
 
 [filter:compute_req_id]
 paste.filter_factory = nova.api.compute_req_id:ComputeReqIdMiddleware.factory
@@ -196,11 +210,17 @@ def clean_stale(base_dir=None, out=None):
             conn.close()
         subprocess.run(['rabbitmqctl', '-q', 'delete_vhost', run['vhost']],
                        capture_output=True)
+        # Its hosts' network namespaces, veths and underlay bridge.
+        netns.remove(run['run_id'])
         os.rename(meta, meta + '.cleaned')
         out.write('cleaned stale deployment run %s (logs kept in %s)\n' % (
             run['run_id'], run_dir))
         cleaned.append(run['run_id'])
     return cleaned
+
+
+class ServiceFailed(RuntimeError):
+    """A service exited or logged a fatal error; says which, and its log."""
 
 
 class Service(object):
@@ -243,17 +263,30 @@ class Service(object):
         nova logs its fatal start-up errors, then may hang in shutdown.
         """
         if self.proc is not None and self.proc.poll() is not None:
-            raise RuntimeError('%s exited with %s; see %s' % (
-                self.name, self.proc.returncode, self.log_file))
+            raise ServiceFailed('%s exited with %s; see %s; its last '
+                                'lines:\n%s' % (
+                                    self.name, self.proc.returncode,
+                                    self.log_file, self.tail()))
         with open(self.log_file, 'rb') as f:
             f.seek(self._checked)
             new = f.read()
         self._checked += len(new)
         for line in new.splitlines():
             if CRITICAL.match(line):
-                raise RuntimeError('%s: %s; see %s' % (
+                raise ServiceFailed('%s: %s; see %s; its last lines:\n%s' % (
                     self.name, line.decode(errors='replace')[:400],
-                    self.log_file))
+                    self.log_file, self.tail()))
+
+    def tail(self, lines=15):
+        """The last lines of the service's log."""
+        try:
+            with open(self.log_file, 'rb') as f:
+                f.seek(max(0, os.path.getsize(self.log_file) - 16384))
+                text = f.read().decode(errors='replace')
+        except OSError as e:
+            return '(no log: %s)' % e
+        return '\n'.join('    ' + line[:300]
+                         for line in text.splitlines()[-lines:])
 
     def stop(self, sig=signal.SIGTERM, timeout=30):
         """Signal the process group; SIGKILL it if it outlives timeout."""
@@ -301,8 +334,8 @@ class Deployment(object):
     :param out: where progress lines go
     """
 
-    def __init__(self, hosts=('evac-a', 'evac-b'), base_dir=None, out=None,
-                 debug=True):
+    def __init__(self, hosts=('evac-a', 'evac-b', 'evac-c'), base_dir=None,
+                 out=None, debug=True):
         self.run_id = uuid.uuid4().hex[:8]
         self.dir = base_dir or os.path.join(
             os.environ.get('EVAC_DEPLOY_DIR', '/var/tmp'),
@@ -312,28 +345,42 @@ class Deployment(object):
         self.bin = os.path.dirname(os.path.abspath(sys.executable))
         self.db = {name: 'evac_%s_%s' % (self.run_id, name)
                    for name in ('api', 'cell0', 'cell1', 'placement',
-                                # keystone and Masakari (.ha), if started
-                                'keystone', 'masakari', 'masakari_taskflow')}
+                                'keystone', 'glance', 'neutron', 'cinder',
+                                # Masakari (.ha), if started
+                                'masakari', 'masakari_taskflow')}
         self.vhost = 'evac-%s' % self.run_id
         self.transport_url = 'rabbit://guest:guest@127.0.0.1:5672/%s' % (
             self.vhost)
-        self.ports = {name: free_port() for name in (
-            'placement', 'api', 'glance', 'neutron')}
+        self.ports = {name: free_port() for name in ('placement', 'api')}
         self.host_names = list(hosts)
+        self.netns = {name: netns.HostNetns(self.run_id, name, i)
+                      for i, name in enumerate(hosts)}
         self.hosts = {
             name: hypervisor.LibvirtHost(
-                name, os.path.join(self.dir, 'hosts', name))
+                name, os.path.join(self.dir, 'hosts', name),
+                wrap=self.netns[name].argv)
             for name in hosts}
+        self.keystone = identity.Keystone(self)
+        self.ceph = ceph.Ceph(self)
+        self.ovn = ovn.Central(self)
+        self.glance = glance.Glance(self)
+        self.neutron = neutron.Neutron(self)
+        self.cinder = cinder.Cinder(self)
+        self.chassis = {name: ovn.Chassis(self, self.ovn, name,
+                                          self.netns[name])
+                        for name in hosts}
         self.services = {}
         self.compute_opts = {}
         self.timings = {}
         self.rss_samples = {}
         self._t0 = time.monotonic()
+        token = self.keystone.client.token
         self.compute = client.Compute(
-            'http://127.0.0.1:%d/v2.1' % self.ports['api'])
+            'http://127.0.0.1:%d/v2.1' % self.ports['api'], token)
         self.placement = client.Placement(
-            'http://127.0.0.1:%d' % self.ports['placement'])
+            'http://127.0.0.1:%d' % self.ports['placement'], token)
         self.flavor_id = None
+        self.image_id = None
         self.created = []
         self.logs_dir = os.path.join(self.dir, 'logs')
 
@@ -373,15 +420,20 @@ class Deployment(object):
             before()
         failed = [name for name, proc in procs if proc.wait()]
         if failed:
-            raise RuntimeError('%s failed; see their logs in %s' % (
-                ', '.join(failed), self.logs_dir))
+            raise RuntimeError('%s failed; see their logs in %s:\n%s' % (
+                ', '.join(failed), self.logs_dir, '\n'.join(
+                    '%s:\n%s' % (name, Service(
+                        name, None, self.path('logs', '%s.log' % name)
+                    ).tail()) for name in failed)))
         self.progress('%s done (%.1fs)', ', '.join(n for n, _ in procs),
                       time.monotonic() - t0)
 
-    def _start_hosts(self):
-        for host in self.hosts.values():
-            host.start()
-        self.progress('libvirtd running for %s', ', '.join(self.hosts))
+    def add_service(self, svc):
+        """Start ``svc`` as one of the run's processes."""
+        svc.run_dir = self.dir
+        self.services[svc.name] = svc
+        svc.start()
+        return svc
 
     def _bin(self, name):
         return os.path.join(self.bin, name)
@@ -405,7 +457,8 @@ class Deployment(object):
         return path
 
     def _nova_common(self, host):
-        ks = {'auth_type': 'admin_token', 'token': 'admin'}
+        nova = self.keystone.auth('nova')
+        service_user = dict(nova, send_service_user_token=True)
         return {
             'DEFAULT': {
                 'host': host,
@@ -418,18 +471,19 @@ class Deployment(object):
                 # nova's 60 s: a source that restarts while the destination
                 # is dead waits that long on its shared-storage question.
                 'rpc_response_timeout': 15,
+                # A port neutron never reports plugged fails the spawn
+                # (vif_plugging_is_fatal), in a minute rather than five.
+                'vif_plugging_timeout': 60,
             },
             'oslo_concurrency': {'lock_path': self.path('state', host,
                                                         'lock')},
             'oslo_messaging_rabbit': {'heartbeat_timeout_threshold': 0},
-            'placement': dict(ks, endpoint='http://127.0.0.1:%d' %
-                              self.ports['placement']),
-            'glance': {'api_servers': 'http://127.0.0.1:%d' %
-                       self.ports['glance']},
-            'neutron': dict(ks, endpoint='http://127.0.0.1:%d' %
-                            self.ports['neutron'],
-                            endpoint_override='http://127.0.0.1:%d' %
-                            self.ports['neutron']),
+            'keystone_authtoken': self.keystone.authtoken('nova'),
+            'service_user': service_user,
+            'placement': dict(nova),
+            'neutron': dict(nova),
+            'cinder': dict(nova, os_region_name=identity.REGION),
+            'glance': {'region_name': identity.REGION},
             'vnc': {'enabled': False},
             'oslo_policy': {'enforce_scope': False,
                             'enforce_new_defaults': False},
@@ -438,7 +492,8 @@ class Deployment(object):
     def _write_control_confs(self):
         self._write_conf('placement.conf', {
             'DEFAULT': {'debug': self.debug},
-            'api': {'auth_strategy': 'noauth2'},
+            'api': {'auth_strategy': 'keystone'},
+            'keystone_authtoken': self.keystone.authtoken('placement'),
             'placement_database': {'connection': self._db_url('placement')},
         })
         paste = self.path('etc', 'api-paste.ini')
@@ -450,13 +505,18 @@ class Deployment(object):
         control['wsgi'] = {'api_paste_config': paste}
         control['conductor'] = {'workers': 1}
         control['scheduler'] = {'workers': 1}
-        control['api'] = {'max_limit': 1000}
+        control['api'] = {'max_limit': 1000, 'auth_strategy': 'keystone'}
         self._write_conf('nova.conf', control)
+        self.glance.write_conf()
+        self.neutron.write_conf()
+        self.cinder.write_conf()
 
-    def compute_conf(self, host, shared=False, serial_ports=None):
+    def compute_conf(self, host, shared=False, rbd=False, serial_ports=None):
         """Write ``host``'s nova-compute configuration; return its path.
 
         :param shared: the instance directory is shared by every host
+        :param rbd: the servers' disks are RBD images in Ceph's ``vms``
+            pool (``[libvirt] images_type = rbd``)
         :param serial_ports: (first, last) port of the serial consoles,
             or None for no serial console
         """
@@ -479,11 +539,24 @@ class Deployment(object):
             'cpu_mode': 'none',
             'connection_uri': self.hosts[host].uri,
         }
-        # privsep without sudo: nova-compute runs as root already.
+        if rbd:
+            conf['libvirt'].update({
+                'images_type': 'rbd',
+                'images_rbd_pool': 'vms',
+                'images_rbd_ceph_conf': self.ceph.conf,
+            })
+        # privsep without sudo: nova-compute runs as root already. One
+        # helper per context: nova's, os-vif's OVS plugin, os-brick's.
         conf['workarounds'] = {'disable_rootwrap': True}
-        conf['nova_sys_admin'] = {
-            'helper_command': '%s --config-file %s' % (
-                self._bin('privsep-helper'), conf_path)}
+        helper = {'helper_command': '%s --config-file %s' % (
+            self._bin('privsep-helper'), conf_path)}
+        for context in ('nova_sys_admin', 'vif_plug_ovs_privileged',
+                        'vif_plug_linux_bridge_privileged',
+                        'privsep_osbrick'):
+            conf[context] = dict(helper)
+        # os-vif plugs into this host's own OVS.
+        conf['os_vif_ovs'] = {'ovsdb_connection': 'unix:%s' %
+                              self.chassis[host].sock}
         if serial_ports:
             conf['serial_console'] = {
                 'enabled': True,
@@ -491,7 +564,7 @@ class Deployment(object):
                 'proxyclient_address': '127.0.0.1',
                 'base_url': 'ws://127.0.0.1:6083/',
             }
-        self.compute_opts[host] = {'shared': shared,
+        self.compute_opts[host] = {'shared': shared, 'rbd': rbd,
                                    'serial_ports': serial_ports,
                                    'instances_path': instances}
         self._write_conf('nova-compute-%s.conf' % host, conf)
@@ -508,6 +581,7 @@ class Deployment(object):
             with conn.cursor() as cur:
                 for statement in statements:
                     cur.execute(statement)
+                return cur.fetchall()
         finally:
             conn.close()
 
@@ -530,6 +604,9 @@ class Deployment(object):
         self._run('rabbitmqctl', '-q', 'delete_vhost', self.vhost)
 
     # Start-up
+    def _timed(self, phase, t0):
+        self.timings['start-up: %s' % phase] = time.monotonic() - t0
+
     def start(self):
         """Everything, from nothing; the deployment is usable on return."""
         t0 = time.monotonic()
@@ -546,19 +623,23 @@ class Deployment(object):
         image = self.path('state', 'evac-tiny.qcow2')
         self._run('qemu-img', 'create', '-q', '-f', 'qcow2', image, '64M')
 
+        t1 = time.monotonic()
         self._create_databases()
         self._create_vhost()
         self.progress('databases %s and vhost %s created',
                       ', '.join(sorted(self.db.values())), self.vhost)
+        self.keystone.write_conf()
         self._write_control_confs()
         nova_conf = self.path('etc', 'nova.conf')
         manage = [self._bin('nova-manage'), '--config-file', nova_conf]
-
-        # The four schemas are independent: write them side by side (the
-        # cell databases with --local_cell, one configuration each).
+        # The schemas are independent: write them side by side (the
+        # cell databases with --local_cell, one configuration each),
+        # while the hosts' namespaces and switches, Ceph and libvirtd
+        # start.
         cell0_conf = self._write_conf('nova-cell0.conf', {
             'database': {'connection': self._db_url('cell0')}})
         self._run_parallel(
+            *self.keystone.db_sync(),
             ('placement-db-sync', self._bin('placement-manage'),
              '--config-file', self.path('etc', 'placement.conf'),
              'db', 'sync'),
@@ -567,32 +648,91 @@ class Deployment(object):
                 'db', 'sync', '--local_cell'),
             ('cell0-db-sync', self._bin('nova-manage'), '--config-file',
              cell0_conf, 'db', 'sync', '--local_cell'),
-            before=self._start_hosts)
+            self.glance.db_sync(), self.neutron.db_sync(),
+            self.cinder.db_sync(),
+            before=self._start_infrastructure)
+        self._timed('schemas; namespaces, OVN, Ceph, libvirtd', t1)
+        t1 = time.monotonic()
+        self.keystone.start()
+        self._timed('keystone', t1)
+        t1 = time.monotonic()
         self._run(*manage, 'cell_v2', 'map_cell0', '--database_connection',
                   self._db_url('cell0'))
         self._run(*manage, 'cell_v2', 'create_cell', '--name', 'cell1',
                   '--database_connection', self._db_url('cell1'),
                   '--transport-url', self.transport_url)
-        self.progress('schemas synced; cells mapped')
+        self.progress('cells mapped')
+        self._timed('cells', t1)
 
+        t1 = time.monotonic()
         self._start_control()
+        self._timed('APIs and control services', t1)
+        t1 = time.monotonic()
         for host in self.host_names:
             self.compute_conf(host)
             svc = self.start_compute(host, STOCK, wait=False)
             svc.config = dict(binary=STOCK, hook=False, shared=False,
-                              serial_ports=None)
+                              rbd=False, serial_ports=None)
         for host in self.host_names:
             self.wait_compute(host)
         self._run(*manage, 'cell_v2', 'discover_hosts')
         self.progress('hosts discovered')
         self.wait_providers()
+        hypervisor.wait_for(
+            lambda: self.neutron.agents_alive(self.host_names), 120,
+            'OVN Controller agents alive in neutron', interval=0.5)
+        self._timed('computes', t1)
+        t1 = time.monotonic()
         flavor = self.compute.create_flavor(**FLAVOR)
         self.flavor_id = flavor['id']
+        self.neutron.create_network()
+        self.image_id = self.glance.upload('evac-tiny', image)
+        self._timed('flavor, network, image', t1)
         self.timings['start-up'] = time.monotonic() - t0
         self.rss_samples['after start-up (idle, no guest)'] = self.rss()
         self.progress('deployment ready in %.1fs', self.timings['start-up'])
 
-    def _uwsgi(self, name, module, port, env, processes=1, threads=4):
+    def _start_networks(self):
+        """The hosts' namespaces, the forwarder into them, OVN."""
+        for host in self.host_names:
+            self.netns[host].create()
+        ports = sorted({5672, self.ports['placement'], self.ports['api'],
+                        self.keystone.port, self.glance.port,
+                        self.neutron.port, self.cinder.port} |
+                       set(self.ceph.ports))
+        argv = [sys.executable, '-m', 'tests.deployment.tier.forward']
+        for host in self.host_names:
+            argv += ['--netns', self.netns[host].path]
+        for port in ports:
+            argv += ['--port', str(port)]
+        fwd = self.add_service(Service('forwarder', argv,
+                                       self.path('logs', 'forwarder.log')))
+        hypervisor.wait_for(lambda: fwd.check() or b'forwarding' in open(
+            fwd.log_file, 'rb').read(), 30, 'the forwarder')
+        self.ovn.start()
+        for host in self.host_names:
+            self.chassis[host].start(first=True)
+        for host in self.host_names:
+            self.chassis[host].wait_registered()
+        self.progress('namespaces %s, forwarder, OVN and chassis up',
+                      ', '.join(self.netns[h].name for h in self.host_names))
+
+    def _start_infrastructure(self):
+        """What the APIs do not need: the hosts' networks, Ceph, libvirtd."""
+        t0 = time.monotonic()
+        self._start_networks()
+        self.timings['start-up: namespaces, forwarder, OVN'] = (
+            time.monotonic() - t0)
+        self.ceph.start()
+        t0 = time.monotonic()
+        for host in self.hosts.values():
+            host.ceph_conf = self.ceph.conf
+            host.start()
+        self.timings['start-up: libvirtd'] = time.monotonic() - t0
+        self.progress('libvirtd running for %s', ', '.join(self.hosts))
+
+    def _uwsgi(self, name, module, port, env, processes=1, threads=4,
+               lazy=False):
         # uWSGI's HTTP socket closes each connection after its response:
         # say so, or pooling clients (keystoneauth) reuse a closed one.
         argv = [self._bin('uwsgi'), '--http-socket', '127.0.0.1:%d' % port,
@@ -603,18 +743,13 @@ class Deployment(object):
                 '--enable-threads', '--die-on-term', '--need-app',
                 '--buffer-size', '65535', '--hook-master-start',
                 'unix_signal:15 gracefully_kill_them_all']
+        if lazy:
+            argv += ['--lazy-apps']
         for key, value in env.items():
             argv += ['--env', '%s=%s' % (key, value)]
         return Service(name, argv, self.path('logs', '%s.log' % name))
 
     def _start_control(self):
-        standins = Service('standins', [
-            sys.executable, '-m', 'tests.deployment.tier.standins',
-            '--glance-port', str(self.ports['glance']),
-            '--neutron-port', str(self.ports['neutron']),
-            '--image', self.path('state', 'evac-tiny.qcow2'),
-            '--image-id', IMAGE_ID, '--image-dir', self.image_dir()],
-            self.path('logs', 'standins.log'))
         placement = self._uwsgi(
             'placement', 'placement.wsgi.api:application',
             self.ports['placement'],
@@ -636,26 +771,35 @@ class Deployment(object):
         scheduler = Service('nova-scheduler', [
             self._bin('nova-scheduler'), '--config-file', nova_conf],
             self.path('logs', 'nova-scheduler.log'))
-        for svc in (standins, placement, api, conductor, scheduler):
-            self.services[svc.name] = svc
-            svc.run_dir = self.dir
-            svc.start()
-        self.progress('started stand-ins, placement, nova-api, '
-                      'nova-conductor, nova-scheduler')
+        for svc in (placement, api, conductor, scheduler):
+            self.add_service(svc)
+        self.glance.start()
+        self.neutron.start()
+        self.cinder.start()
+        self.keystone.register('placement', 'placement', self.placement.url)
+        self.keystone.register('compute', 'nova', self.compute.url)
+        self.progress('started placement, nova-api, nova-conductor, '
+                      'nova-scheduler, glance, neutron, cinder')
         self._wait_http(placement, self.placement.url + '/')
         self._wait_http(api, self.compute.url + '/')
-        self.progress('placement and nova-api answer')
+        self.glance.wait()
+        self.neutron.wait()
+        self.progress('placement, nova-api, glance and neutron answer')
         for svc in (conductor, scheduler):
             self._wait_service_up('control', svc.name, svc)
-        self.progress('nova-conductor and nova-scheduler up')
+        self.cinder.wait()
+        self.progress('nova-conductor, nova-scheduler, cinder-scheduler and '
+                      'cinder-volume up')
 
-    def _wait_http(self, svc, url, timeout=120):
+    def _wait_http(self, svc, url, timeout=120, ok=None):
         import requests
+
+        ok = ok or (lambda status: status < 500)
 
         def answers():
             svc.check()
             try:
-                return requests.get(url, timeout=5).status_code < 500
+                return ok(requests.get(url, timeout=5).status_code)
             except requests.RequestException:
                 return False
 
@@ -689,7 +833,7 @@ class Deployment(object):
         return self.services.get('nova-compute-%s' % host)
 
     def start_compute(self, host, binary=STOCK, wait=True, hook=False):
-        """Start ``host``'s nova-compute.
+        """Start ``host``'s nova-compute, in the host's namespace.
 
         :param binary: :data:`STOCK` or :data:`FIXED`
         :param hook: run it with the fault hook (:mod:`.faults`), whose
@@ -705,13 +849,12 @@ class Deployment(object):
                 argv.append('--fixed')
         else:
             argv = [self._bin(binary)]
-        svc = Service(name, argv + ['--config-file', conf],
-                      self.path('logs', '%s.log' % name))
+        svc = Service(name, self.netns[host].argv(
+            argv + ['--config-file', conf]),
+            self.path('logs', '%s.log' % name), env=self.chassis[host].env)
         svc.binary = binary
         svc.hook = hook
-        svc.run_dir = self.dir
-        self.services[name] = svc
-        svc.start()
+        self.add_service(svc)
         self.progress('%s started (%s%s)', name, binary,
                       ', fault hook' if hook else '')
         if wait:
@@ -743,36 +886,46 @@ class Deployment(object):
             return []
 
     # Images
-    def image_dir(self):
-        path = self.path('state', 'glance')
-        os.makedirs(path, exist_ok=True)
-        return path
-
     def create_image(self):
-        """A new image id in the glance stand-in: no host has cached it.
+        """A new image in glance, with the tier's image's data.
 
-        Its data are :data:`IMAGE_ID`'s; the stand-in serves it from now.
+        No host has cached it: a host that boots or evacuates a server of
+        it downloads it.
         """
-        image_id = str(uuid.uuid4())
-        standins.Glance.register(self.image_dir(), image_id)
-        return image_id
+        return self.glance.upload('evac-tiny-%s' % uuid.uuid4().hex[:6],
+                                  self.path('state', 'evac-tiny.qcow2'))
 
     def image_size(self):
         """The size in bytes of the images' data."""
         return os.path.getsize(self.path('state', 'evac-tiny.qcow2'))
 
     def truncate_image(self, image_id, size=None):
-        """Serve ``image_id``'s data cut after ``size`` bytes; None: whole.
+        """Cut the data glance stores for ``image_id`` after ``size`` bytes.
 
-        Applies to the downloads that start from now on.
+        glance then serves the image's recorded size and checksum, and
+        fewer bytes. ``size=None`` puts the whole data back.
         """
-        standins.Glance.register(self.image_dir(), image_id, truncate=size)
+        stored = self.glance.stored_file(image_id)
+        if size is None:
+            shutil.copyfile(self.path('state', 'evac-tiny.qcow2'), stored)
+        else:
+            os.truncate(stored, size)
 
     def delete_image(self, image_id):
-        try:
-            os.unlink(os.path.join(self.image_dir(), '%s.json' % image_id))
-        except FileNotFoundError:
-            pass
+        self.glance.delete(image_id)
+
+    def host_running(self, host):
+        """libvirtd and the switch of ``host`` run (it has not crashed)."""
+        return self.hosts[host].running and all(
+            name in self.services and self.services[name].running
+            for name in self.chassis[host].names)
+
+    def start_host(self, host):
+        """A crashed host boots: its switch, then libvirtd."""
+        self.chassis[host].start()
+        self.chassis[host].wait_registered()
+        self.hosts[host].start()
+        self.progress('host %s booted (OVS, ovn-controller, libvirtd)', host)
 
     def ensure_compute(self, host, binary=STOCK, hook=False, wait=True,
                        **conf):
@@ -782,13 +935,13 @@ class Deployment(object):
         differ from those asked for. With ``wait=False`` the caller calls
         :meth:`wait_compute` if the returned service has ``restarted``.
         """
-        want = dict(binary=binary, hook=hook, shared=False,
+        want = dict(binary=binary, hook=hook, shared=False, rbd=False,
                     serial_ports=None)
         want.update(conf)
         svc = self.compute_service(host)
         have = getattr(svc, 'config', None)
-        if not self.hosts[host].running:
-            self.hosts[host].start()
+        if not self.host_running(host):
+            self.start_host(host)
         if svc and svc.running and have == want:
             svc.restarted = False
             return svc
@@ -824,11 +977,16 @@ class Deployment(object):
                           signal.Signals(sig).name)
 
     def crash_host(self, host):
-        """The host dies: nova-compute, libvirtd and every QEMU at once."""
+        """The host dies: nova-compute, libvirtd and every QEMU, its switch.
+
+        Its tap devices go too, as a reboot loses them.
+        """
         self.stop_compute(host, signal.SIGKILL)
         self.hosts[host].stop()
-        self.progress('host %s crashed (nova-compute, libvirtd, QEMU '
-                      'killed)', host)
+        self.chassis[host].stop()
+        self.netns[host].remove_taps()
+        self.progress('host %s crashed (nova-compute, libvirtd, QEMU, '
+                      'ovs-vswitchd, ovn-controller killed)', host)
 
     def nova_manage(self, *args, conf=None):
         return subprocess.run(
@@ -857,6 +1015,7 @@ class Deployment(object):
         for host in self.hosts.values():
             host.stop()
         errors = []
+        netns.remove(self.run_id)
         if 'databases' in self.created:
             try:
                 self._drop_databases()
@@ -868,6 +1027,9 @@ class Deployment(object):
             except Exception as e:
                 errors.append('deleting vhost: %s' % e)
         self.created = []
+        # Torn down: nothing left for clean_stale().
+        if os.path.exists(self.path('run.json')):
+            os.rename(self.path('run.json'), self.path('run.json.stopped'))
         self.timings['tear-down'] = time.monotonic() - t0
         if keep_logs:
             self.progress('torn down in %.1fs; logs kept in %s',
