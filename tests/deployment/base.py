@@ -253,17 +253,30 @@ class DeploymentTestCase(testtools.TestCase):
     # Servers
     def boot(self, host=SRC, name=None, image_id=None, **kwargs):
         """Boot a server on ``host``; ``kwargs`` as :meth:`.Compute.boot`."""
+        return self.boot_all(host, {name or self.id().rsplit('.', 1)[-1]:
+                                    dict(kwargs, image_id=image_id)})[0]
+
+    def boot_all(self, host, servers):
+        """Boot ``{name: kwargs}`` on ``host`` side by side; ACTIVE each."""
         d = self.d
-        server = d.compute.boot(name or self.id().rsplit('.', 1)[-1],
-                                d.flavor_id, image_id or d.image_id,
-                                host=host, **kwargs)
-        self.addCleanup(self.delete_server, server['id'])
         t0 = time.monotonic()
-        server = d.compute.wait_server(server['id'], ('ACTIVE', 'ERROR'))
-        self.assertEqual('ACTIVE', server['status'], server.get('fault'))
-        self.assertEqual(host, server['OS-EXT-SRV-ATTR:host'])
-        d.timings.setdefault('boot', []).append(time.monotonic() - t0)
-        return server
+        ids = []
+        for name, kwargs in servers.items():
+            kwargs = dict(kwargs)
+            image_id = kwargs.pop('image_id', None) or d.image_id
+            server = d.compute.boot(name, d.flavor_id, image_id, host=host,
+                                    **kwargs)
+            self.addCleanup(self.delete_server, server['id'])
+            ids.append(server['id'])
+        booted = []
+        for sid in ids:
+            server = d.compute.wait_server(sid, ('ACTIVE', 'ERROR'))
+            self.assertEqual('ACTIVE', server['status'], server.get('fault'))
+            self.assertEqual(host, server['OS-EXT-SRV-ATTR:host'])
+            booted.append(server)
+        d.timings.setdefault('boot of %d server(s) side by side' % len(ids),
+                             []).append(time.monotonic() - t0)
+        return booted
 
     def evacuate(self, server_id, host=None, timing=None):
         """Evacuate; wait for the evacuation to end, then the server.
@@ -272,16 +285,27 @@ class DeploymentTestCase(testtools.TestCase):
         nova moves it to its new host: the migration's status says when
         the evacuation is over.
         """
+        return self.evacuate_all([server_id], host, timing)[0]
+
+    def evacuate_all(self, server_ids, host=None, timing=None):
+        """:meth:`evacuate` several servers at once, as HA tools do.
+
+        :returns: [(server, migration)] in ``server_ids``' order
+        """
         d = self.d
-        count = len(d.compute.evacuations(server_id)) + 1
+        counts = [len(d.compute.evacuations(sid)) + 1 for sid in server_ids]
         t0 = time.monotonic()
-        d.compute.evacuate(server_id, host)
-        migration = d.compute.wait_evacuation(
-            server_id, ('done', 'completed', 'failed', 'error'), count)
-        server = d.compute.wait_server(server_id, ('ACTIVE', 'ERROR'))
+        for sid in server_ids:
+            d.compute.evacuate(sid, host)
+        ended = []
+        for sid, count in zip(server_ids, counts):
+            migration = d.compute.wait_evacuation(
+                sid, ('done', 'completed', 'failed', 'error'), count)
+            server = d.compute.wait_server(sid, ('ACTIVE', 'ERROR'))
+            ended.append((server, migration))
         if timing:
             d.timings.setdefault(timing, []).append(time.monotonic() - t0)
-        return server, migration
+        return ended
 
     def delete_server(self, server_id):
         """Delete with every host up, then wipe what nova left."""

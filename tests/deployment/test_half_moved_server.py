@@ -50,7 +50,6 @@ import re
 
 from tests.deployment import base
 from tests.deployment.tier import observe
-from tests.deployment.tier import services
 
 SCENARIO = ('5. The half-moved server: ports, volumes and RBD after a '
             'failed evacuation to evac-b (serial console ports taken: a '
@@ -136,14 +135,13 @@ class TestHalfMovedServer(base.DeploymentTestCase):
     def _test(self, binary, storage):
         d = self.d
         label, conf = STORAGE[storage]
-        serial = services.free_port_range(2)
+        serial = d.free_port_range(2, base.DST)
         self.hosts_up(evac_a=dict(conf), evac_b=dict(
             conf, binary=binary, serial_ports=serial), evac_c=dict(conf))
         ports, volumes = self._resources()
-        x = self.boot(base.SRC, name='x', ports=[ports['x']],
-                      volumes=[volumes['x']])['id']
-        y = self.boot(base.SRC, name='y', ports=[ports['y']],
-                      boot_volume=volumes['y'])['id']
+        x, y = [server['id'] for server in self.boot_all(base.SRC, {
+            'x': dict(ports=[ports['x']], volumes=[volumes['x']]),
+            'y': dict(ports=[ports['y']], boot_volume=volumes['y'])})]
         servers = {'x': x, 'y': y}
         facts = {}
         views = {}
@@ -165,10 +163,10 @@ class TestHalfMovedServer(base.DeploymentTestCase):
         self.crash_source()
         self.hold_ports(serial)
         offset = self.log_offset(base.DST)
-        for name, sid in servers.items():
-            server, migration = self.evacuate(
-                sid, base.DST, 'evacuation that fails after the ports and '
-                'volumes moved, API call to ERROR (%s)' % base.MODES[binary])
+        for server, migration in self.evacuate_all(
+                list(servers.values()), base.DST,
+                'two evacuations that fail after the ports and volumes '
+                'moved, API calls to ERROR (%s)' % base.MODES[binary]):
             self.assertEqual('failed', migration['status'])
             self.assertEqual('ERROR', server['status'])
             self.assertEqual(base.SRC, server['OS-EXT-SRV-ATTR:host'])
@@ -205,7 +203,13 @@ class TestHalfMovedServer(base.DeploymentTestCase):
             # The server's disk, in Ceph: never deleted.
             self.assertIsNotNone(disk_before)
             self.assertIsNotNone(failed['x']['disk'])
-        if storage == 'shared':
+            # evac-b's own directory holds no disk, stock or fixed; both
+            # leave its console.log there (destroy_disks is False on
+            # shared storage, and nova's RBD directory clean-up is off).
+            for name in servers:
+                self.assertEqual(['console.log'],
+                                 failed[name]['files'].get(base.DST))
+        elif storage == 'shared':
             # The server's own disk on the shared directory: kept.
             self.assertIn('disk', failed['x']['files'].get(base.DST, []))
         elif binary == base.STOCK:

@@ -23,11 +23,15 @@ only point of spawn after the domain runs), and the test proves it fired.
 
 No exception handler runs: the evacuation stays ``pre-migrating``, the
 server in ``rebuild_spawning`` on its dead source, and evac-b keeps the
-running guest, its disk and its allocation. Then both hosts come back, in
-one order or the other (on a shared instance directory: the destination
-first). Stock nova leaves evac-b's guest running for ever
+running guest, its disk and its allocation. Then both hosts come back,
+the destination first. Stock nova leaves evac-b's guest running for ever
 (nothing owns it); with the fix evac-b's start-up sweep ends the
 evacuation and removes it.
+
+CI runs this order on local storage; ``_test`` also runs the source
+first and a shared instance directory, which the functional suite
+(``tests/functional/test_interrupted_evacuation.py``) and the explorer's
+recovery points cover.
 """
 
 import signal

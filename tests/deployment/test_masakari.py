@@ -109,7 +109,8 @@ class TestMasakariHostRecovery(base.DeploymentTestCase):
             ports = None
         if not ports:
             # nova leaves out the range's last port: four ports.
-            ports = self.ha.serial_ports = services.free_port_range(5)
+            ports = self.ha.serial_ports = self.d.free_port_range(
+                5, base.DST)
         return ports
 
     def _engine_reason(self, uuid):
@@ -132,25 +133,16 @@ class TestMasakariHostRecovery(base.DeploymentTestCase):
 
     def _boot_ha_servers(self):
         d = self.d
-        t0 = time.monotonic()
-        sids = []
+        servers = {}
         for i in range(SERVERS):
             # Each with a port on the network: nova waits for neutron's
             # network-vif-plugged at each boot and evacuation.
             port = d.neutron.create_port('ha-%d' % i)
             self.addCleanup(d.neutron.delete_port, port['id'])
-            server = d.compute.boot('ha-%d' % i, d.flavor_id,
-                                    d.image_id, host=base.SRC,
-                                    metadata={'HA_Enabled': 'True'},
-                                    ports=[port['id']])
-            self.addCleanup(self.delete_server, server['id'])
-            sids.append(server['id'])
-        for sid in sids:
-            server = d.compute.wait_server(sid, ('ACTIVE', 'ERROR'))
-            self.assertEqual('ACTIVE', server['status'], server.get('fault'))
-        d.timings.setdefault('boot of 3 servers side by side', []).append(
-            time.monotonic() - t0)
-        return sids
+            servers['ha-%d' % i] = dict(metadata={'HA_Enabled': 'True'},
+                                        ports=[port['id']])
+        return [server['id']
+                for server in self.boot_all(base.SRC, servers)]
 
     def _test(self, binary, recovery_method):
         d = self.d

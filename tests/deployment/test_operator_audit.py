@@ -28,7 +28,9 @@ file, then ``audit --delete``, then ``audit`` again, and
 
 On a shared instance directory the disk evac-b sees is the one the server
 booted on evac-a, its only copy: neither the runbook nor ``audit --delete``
-may remove it, and the tests check it is the same file afterwards.
+may remove it, and the helpers check it is the same file afterwards. CI
+runs local storage; the functional suite's audit tests
+(``tests/functional/test_audit_command.py``) cover the shared directory.
 """
 
 import os

@@ -26,7 +26,7 @@ when the request carries one (bug 2004555).
 import os
 import time
 
-import requests
+from tests.deployment.tier import client
 
 BACKEND = 'ceph'
 
@@ -129,17 +129,11 @@ class Cinder(object):
 
     # The REST API, as the admin
     def request(self, method, path, body=None, version='3.44'):
-        project = self.d.keystone.admin_project()
-        resp = requests.request(
-            method, '%s/%s%s' % (self.url, project, path), json=body,
-            timeout=60, headers={
-                'Connection': 'close',
-                'X-Auth-Token': self.d.keystone.client.token(),
-                'OpenStack-API-Version': 'volume %s' % version})
-        if resp.status_code >= 400:
-            raise RuntimeError('cinder %s %s: %s %s' % (
-                method, path, resp.status_code, resp.text[:500]))
-        return resp.json() if resp.content else None
+        return client.call(
+            method, '%s/%s%s' % (self.url, self.d.keystone.admin_project(),
+                                 path),
+            self.d.keystone.client.token(), body,
+            {'OpenStack-API-Version': 'volume %s' % version})
 
     def create_volume(self, name, size=1, image_id=None):
         body = {'volume': {'name': name, 'size': size}}
@@ -170,6 +164,6 @@ class Cinder(object):
     def delete_volume(self, volume_id):
         try:
             self.request('DELETE', '/volumes/%s' % volume_id)
-        except RuntimeError as e:
-            if ' 404 ' not in str(e):
+        except client.APIError as e:
+            if ': 404 ' not in str(e):
                 raise

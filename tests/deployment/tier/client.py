@@ -34,6 +34,23 @@ class APIError(Exception):
     pass
 
 
+def call(method, url, token, body=None, headers=None, timeout=60,
+         **kwargs):
+    """One authenticated request; its JSON answer, APIError if it fails.
+
+    A new connection each time (``Connection: close``), as uWSGI closes
+    each after its response.
+    """
+    h = {'Connection': 'close', 'X-Auth-Token': token}
+    h.update(headers or {})
+    resp = requests.request(method, url, json=body, timeout=timeout,
+                            headers=h, **kwargs)
+    if resp.status_code >= 400:
+        raise APIError('%s %s: %s %s' % (method, url, resp.status_code,
+                                         resp.text[:500]))
+    return resp.json() if resp.content else None
+
+
 class Timeout(Exception):
     pass
 

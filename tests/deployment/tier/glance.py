@@ -26,7 +26,7 @@ import shutil
 import sys
 import time
 
-import requests
+from tests.deployment.tier import client
 
 
 class Glance(object):
@@ -81,20 +81,14 @@ class Glance(object):
         self.d._wait_http(self.d.services['glance-api'], self.url + '/')
 
     def _request(self, method, path, **kwargs):
-        headers = {'Connection': 'close',
-                   'X-Auth-Token': self.d.keystone.client.token()}
-        headers.update(kwargs.pop('headers', {}))
-        resp = requests.request(method, self.url + path, timeout=120,
-                                headers=headers, **kwargs)
-        if resp.status_code >= 400:
-            raise RuntimeError('glance %s %s: %s %s' % (
-                method, path, resp.status_code, resp.text[:500]))
-        return resp.json() if resp.content else None
+        return client.call(method, self.url + path,
+                           self.d.keystone.client.token(), timeout=120,
+                           **kwargs)
 
     def upload(self, name, path, disk_format='qcow2'):
         """Create an image and upload ``path``'s data; return its id."""
         t0 = time.monotonic()
-        image = self._request('POST', '/v2/images', json={
+        image = self._request('POST', '/v2/images', body={
             'name': name, 'disk_format': disk_format,
             'container_format': 'bare', 'visibility': 'public'})
         with open(path, 'rb') as f:

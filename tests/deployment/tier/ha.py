@@ -34,8 +34,7 @@ import shutil
 import sys
 import time
 
-import requests
-
+from tests.deployment.tier import client
 from tests.deployment.tier import hypervisor
 from tests.deployment.tier import identity
 from tests.deployment.tier import services
@@ -165,14 +164,8 @@ class Client(object):
         self.masakari_url = masakari_url
 
     def _request(self, method, url, body=None, headers=None):
-        h = {'Connection': 'close', 'X-Auth-Token': self.keystone.token()}
-        h.update(headers or {})
-        resp = requests.request(method, url, json=body, timeout=60,
-                                headers=h)
-        if resp.status_code >= 400:
-            raise RuntimeError('%s %s: %s %s' % (
-                method, url, resp.status_code, resp.text[:500]))
-        return resp.json() if resp.content else None
+        return client.call(method, url, self.keystone.token(), body,
+                           headers)
 
     def ha(self, method, path, body=None):
         return self._request(

@@ -29,6 +29,8 @@ import time
 
 import requests
 
+from tests.deployment.tier import client
+
 ADMIN_PASSWORD = 'evac-admin'
 REGION = 'RegionOne'
 # Service users, and their catalog entries: (type, name).
@@ -192,10 +194,4 @@ class Client(object):
         return self._token
 
     def ks(self, method, path, body=None):
-        resp = requests.request(
-            method, self.url + path, json=body, timeout=60,
-            headers={'Connection': 'close', 'X-Auth-Token': self.token()})
-        if resp.status_code >= 400:
-            raise RuntimeError('%s %s: %s %s' % (
-                method, path, resp.status_code, resp.text[:500]))
-        return resp.json() if resp.content else None
+        return client.call(method, self.url + path, self.token(), body)

@@ -29,7 +29,7 @@ system).
 import os
 import time
 
-import requests
+from tests.deployment.tier import client
 
 NETWORK = 'evac-net'
 CIDR = '198.51.100.0/24'
@@ -110,14 +110,8 @@ class Neutron(object):
 
     # The REST API, as the admin
     def request(self, method, path, body=None):
-        resp = requests.request(
-            method, self.url + '/v2.0' + path, json=body, timeout=60,
-            headers={'Connection': 'close',
-                     'X-Auth-Token': self.d.keystone.client.token()})
-        if resp.status_code >= 400:
-            raise RuntimeError('neutron %s %s: %s %s' % (
-                method, path, resp.status_code, resp.text[:500]))
-        return resp.json() if resp.content else None
+        return client.call(method, self.url + '/v2.0' + path,
+                           self.d.keystone.client.token(), body)
 
     def create_network(self):
         t0 = time.monotonic()
@@ -141,8 +135,8 @@ class Neutron(object):
     def delete_port(self, port_id):
         try:
             self.request('DELETE', '/ports/%s' % port_id)
-        except RuntimeError as e:
-            if ' 404 ' not in str(e):
+        except client.APIError as e:
+            if ': 404 ' not in str(e):
                 raise
 
     def agents_alive(self, hosts):

@@ -193,9 +193,13 @@ class Chassis(object):
             self.vsctl('add-br', 'br-phy', '--', 'set', 'Bridge', 'br-phy',
                        'datapath_type=netdev', '--', 'add-port', 'br-phy',
                        'underlay')
-            self.netns.run('ip', 'addr', 'add', self.netns.address, 'dev',
-                           'br-phy')
-            self.netns.run('ip', 'link', 'set', 'br-phy', 'up')
+        # br-phy's internal port is a tap device of ovs-vswitchd's: made
+        # anew, without its address, at each start.
+        hypervisor.wait_for(lambda: 'br-phy' in self.netns.links(), 30,
+                            'br-phy of %s' % self.host)
+        self.netns.run('ip', 'addr', 'replace', self.netns.address, 'dev',
+                       'br-phy')
+        self.netns.run('ip', 'link', 'set', 'br-phy', 'up')
         controller = services.Service(
             self.names[2], self.netns.argv([
                 # Its control socket goes in OVN_RUNDIR.

@@ -428,6 +428,28 @@ class Deployment(object):
         self.progress('%s done (%.1fs)', ', '.join(n for n, _ in procs),
                       time.monotonic() - t0)
 
+    def free_port_range(self, count, host):
+        """``count`` consecutive ports free here and in ``host``'s namespace.
+
+        The forwarder holds ports in every host's namespace that may be
+        free in ours (Ceph's whole messenger range).
+        """
+        for _ in range(100):
+            first, last = free_port_range(count)
+            socks = []
+            try:
+                for port in range(first, last + 1):
+                    socks.append(netns.listening_socket(
+                        port, self.netns[host].path))
+                return first, last
+            except OSError:
+                continue
+            finally:
+                for sock in socks:
+                    sock.close()
+        raise RuntimeError('no %d consecutive free ports on %s' % (
+            count, host))
+
     def add_service(self, svc):
         """Start ``svc`` as one of the run's processes."""
         svc.run_dir = self.dir
