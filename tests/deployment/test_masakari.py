@@ -321,12 +321,10 @@ class TestMasakariHostRecovery(base.DeploymentTestCase):
             self.assertIn('disk not on shared storage, evacuating from '
                           'image', log)
 
-    def test_stock_reserved_host(self):
-        self._test(base.STOCK, 'reserved_host')
-
-    def test_fixed_reserved_host(self):
-        self._test(base.FIXED, 'reserved_host')
-
+    # CI runs the auto segment, whose retry evacuates the failed server
+    # again. _test(binary, 'reserved_host') runs the reserved host's, whose
+    # retry evacuates nothing (Masakari clears the flag on the first pass);
+    # the documentation says what it showed.
     def test_stock_auto(self):
         self._test(base.STOCK, 'auto')
 
