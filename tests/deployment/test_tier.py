@@ -60,8 +60,10 @@ class TestServiceFailure(testtools.TestCase):
             '[-] Unhandled error"; sleep 30'], log)
         svc.start()
         self.addCleanup(svc.stop)
-        hypervisor.wait_for(lambda: b'CRITICAL' in open(log, 'rb').read(),
-                            10, 'the log line')
+        # The log's first line, the command, names it too.
+        hypervisor.wait_for(
+            lambda: open(log, 'rb').read().count(b'CRITICAL') == 2, 10,
+            'the log line')
         e = self.assertRaises(services.ServiceFailed, svc.check)
         self.assertIn('nova-compute-evac-b: 2026-01-01', str(e))
         self.assertIn('Unhandled error', str(e))
