@@ -101,10 +101,13 @@ def classify(host, instance, migration, moves, entry=None):
         if ending.get('releasing') and instance.task_state is None:
             return ENDED, ('this host ended the evacuation; only its '
                            'journal entry was left')
-        return RESET, ('the instance is in task state %s, not the %s this '
-                       'host held while ending the evacuation (reset by an '
-                       'operator?)' % (instance.task_state,
-                                       ending.get('task_state')))
+        if ending.get('releasing') or instance.task_state != ending.get(
+                'from', ending.get('task_state')):
+            return RESET, ('the instance is in task state %s, not the %s '
+                           'this host held while ending the evacuation '
+                           '(reset by an operator?)' % (
+                               instance.task_state, ending.get('task_state')))
+        # It died before it held the server: as if it had not begun.
     if migration.status not in ENDABLE_STATUSES:
         return NOT_CLAIMED, 'the migration is %s' % migration.status
     # nova's own handler of the evacuation drops the migration context
@@ -116,6 +119,10 @@ def classify(host, instance, migration, moves, entry=None):
     if instance.task_state not in task_states.rebuild_states:
         if migration.status == 'failed':
             return FAILED, 'the evacuation failed and its handler ran'
+        if _saved_after_spawn(instance, migration, entry):
+            return INTERRUPTED, ('this host died after nova saved the '
+                                 'spawned instance, before it recorded it '
+                                 'here')
         return RESET, ('the instance is in task state %s, not the '
                        'evacuation\'s (reset by an operator?)' %
                        instance.task_state)
@@ -124,3 +131,18 @@ def classify(host, instance, migration, moves, entry=None):
                              'evacuation: the server is still in its '
                              'rebuild task state')
     return INTERRUPTED, 'this host died while running the evacuation'
+
+
+def _saved_after_spawn(instance, migration, entry):
+    """Whether nova saved the instance after this evacuation's spawn.
+
+    nova clears the task state after spawn, with the launch time, then
+    records the instance here (``finish_evacuation``); a host that died in
+    between leaves no task state, as an operator's reset-state would. A
+    reset does not touch ``launched_at``: a launch after the migration
+    began is this evacuation's spawn.
+    """
+    return bool(entry is not None and entry.spawning and
+                instance.task_state is None and instance.launched_at and
+                migration.created_at and
+                instance.launched_at >= migration.created_at)

@@ -26,6 +26,11 @@ failure handler and the start-up sweep both use it.
 """
 
 from nova import objects
+from oslo_log import log as logging
+
+from nova_evac_cleanup import failure
+
+LOG = logging.getLogger(__name__)
 
 
 def finish_recorded(context, instance_uuid, migration_id):
@@ -51,3 +56,37 @@ def finish_recorded(context, instance_uuid, migration_id):
     done.append('set migration %s from pre-migrating to done' %
                 migration.uuid)
     return done
+
+
+def end_unrecorded(manager, instance, evacuation, error):
+    """End an evacuation whose ``finish_evacuation`` failed.
+
+    If it had already recorded the instance here, the instance lives
+    here: what ``finish_evacuation`` had left to do is done (the
+    migration context dropped, the migration ``done``). Otherwise it is
+    ended as nova ends one that failed earlier: the instance read
+    again (what ``finish_evacuation`` changed in memory must not be
+    saved by nova's handler, which puts it into ERROR on its source),
+    the migration ``failed``, the guest destroyed and this host's
+    allocation removed. Never raises.
+    """
+    context = evacuation.context
+    recorded = failure.recorded_here(manager, context, instance)
+    try:
+        if recorded:
+            LOG.warning('Evacuation failed after the instance was '
+                        'recorded on %s (%s): it lives here',
+                        manager.host, error, instance=instance)
+            finish_recorded(context, instance.uuid, evacuation.migration.id)
+            return
+        if recorded is False:
+            instance.refresh()
+    except Exception:
+        LOG.exception('Could not end the evacuation to %s after its '
+                      'finish_evacuation failed', manager.host,
+                      instance=instance)
+        return
+    if recorded is False and failure.fail_migration(
+            manager, context, instance, evacuation):
+        failure.destroy(manager, context, instance, evacuation)
+        failure.remove_allocation(manager, context, instance)

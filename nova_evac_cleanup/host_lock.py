@@ -15,125 +15,80 @@
 """One actor per host: nova-compute or ``audit --delete``, never both.
 
 Whether nova-compute *looks* up in the database says nothing about whether
-it runs: a forced-down service, or one that died a second ago and whose
-heartbeat has not expired, may be in the middle of the very evacuation the
-audit would end. So nova-compute with this project's manager holds an
-external lock, oslo.concurrency's file lock in ``[oslo_concurrency]
-lock_path``, for as long as it lives, and ``audit --delete`` takes the same
-lock without waiting and refuses to act while it is held. The kernel drops
-the lock with the process that held it, however it died.
+it runs: a forced-down service, or one that died a second ago, may be in
+the middle of the very evacuation the audit would end. So nova-compute
+with this project's manager holds this host's lock for as long as it
+lives, and ``audit --delete`` takes it without waiting and refuses to act
+while it is held. nova-compute journals an evacuation only while it holds
+the lock: one it runs without the lock is unknown to the audit, which acts
+on journal entries only.
 
-nova-compute waits for the lock at start-up only for a while
-(:data:`START_TIMEOUT`): an audit that hangs must not keep the compute
-service down. Without the lock, nova-compute starts all the same, its
-start-up sweep only reports, and it takes the lock in the background as
-soon as it is free (:func:`acquire_when_free`); a lock that cannot be
-taken at all (``lock_path`` not writable) is logged and treated the same.
-
-POSIX file locks do not exclude two holders in one process; nova's
-functional tests run every compute in one, so the locks this process holds
-are also kept in a table and a second holder is refused here too.
+The lock is ``flock(2)`` on ``[oslo_concurrency] lock_path``/
+``nova-evac-cleanup-<host>``: the kernel drops it with the process that
+held it, however it died, and, being a lock of an open file description,
+two holders in one process exclude each other too.
 """
 
-import threading
+import fcntl
+import os
+import time
 
 from oslo_concurrency import lockutils
 from oslo_config import cfg
-from oslo_log import log as logging
 
 CONF = cfg.CONF
-LOG = logging.getLogger(__name__)
 
 #: Seconds nova-compute waits at start-up for an audit to release the lock.
 START_TIMEOUT = 60
 
-_PREFIX = 'nova-evac-cleanup-'
-_HELD = {}
-_HELD_LOCK = threading.Lock()
-
 
 class HostLockHeld(Exception):
-    """The lock cannot be taken: held by another actor, or not to be had."""
+    """The lock cannot be taken: held by another actor, or not to be had.
 
+    ``busy`` tells the two apart: a lock nobody can take (no lock_path, or
+    one that is not writable) keeps the audit away as well.
+    """
 
-def _lock(host):
-    path = CONF.oslo_concurrency.lock_path
-    if not path:
-        raise HostLockHeld(
-            '[oslo_concurrency] lock_path is not set: it is needed to know '
-            'whether nova-compute runs on this host')
-    return lockutils.external_lock(host, lock_file_prefix=_PREFIX,
-                                   lock_path=path)
+    def __init__(self, message, busy=False):
+        super().__init__(message)
+        self.busy = busy
 
 
 def acquire(host, timeout=0):
     """Take the lock of ``host``.
 
-    :param timeout: seconds to wait for another process to release it;
-        0 does not wait (the audit), None waits as long as it takes
-    :returns: a handle for :func:`release`
-    :raises HostLockHeld: when it is held by another process after
-        ``timeout``, held in this very process, or cannot be taken
+    :param timeout: seconds to wait for another holder to release it
+    :returns: the lock (its open file), for :func:`release`
+    :raises HostLockHeld: held by another holder after ``timeout``, or it
+        cannot be taken (no ``lock_path``, not writable)
     """
-    with _HELD_LOCK:
-        if host in _HELD:
-            raise HostLockHeld('the evacuation-cleanup lock of %s is held '
-                               'in this process' % host)
-        # Reserved while this thread waits for the file lock.
-        _HELD[host] = None
+    directory = lockutils.get_lock_path(CONF)
+    if not directory:
+        raise HostLockHeld(
+            '[oslo_concurrency] lock_path is not set: it is needed to know '
+            'whether nova-compute runs on this host')
+    path = os.path.join(directory, 'nova-evac-cleanup-' + host)
     try:
-        lock = _lock(host)
+        lock = open(path, 'a')
+    except OSError as error:
+        raise HostLockHeld('cannot take the evacuation-cleanup lock of %s '
+                           '(%s): %s' % (host, path, error))
+    deadline = time.monotonic() + timeout
+    while True:
         try:
-            acquired = lock.acquire(blocking=timeout != 0, timeout=timeout)
-        except Exception as error:
-            raise HostLockHeld('cannot take the evacuation-cleanup lock of '
-                               '%s (%s): %s' % (host, lock.path, error))
-        if not acquired:
-            raise HostLockHeld(
-                'another process holds the evacuation-cleanup lock of %s '
-                '(%s): nova-compute or nova-evac-cleanup audit --delete is '
-                'running there' % (host, lock.path))
-    except BaseException:
-        with _HELD_LOCK:
-            _HELD.pop(host, None)
-        raise
-    with _HELD_LOCK:
-        _HELD[host] = lock
-    return lock
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return lock
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                lock.close()
+                raise HostLockHeld(
+                    'another process holds the evacuation-cleanup lock of '
+                    '%s (%s): nova-compute or nova-evac-cleanup audit '
+                    '--delete is running there' % (host, path), busy=True)
+            time.sleep(0.5)
 
 
-def acquire_when_free(host):
-    """Take the lock of ``host`` once it is free; never raises.
-
-    For nova-compute started without it: an audit that held it may still
-    be running, and must not be followed by another while nova-compute
-    runs.
-    """
-    try:
-        acquire(host, timeout=None)
-    except Exception:
-        LOG.exception('Could not take the evacuation-cleanup lock of %s: '
-                      'nova-evac-cleanup audit --delete may run beside '
-                      'nova-compute', host)
-        return
-    LOG.info('Took the evacuation-cleanup lock of %s', host)
-
-
-def release(host):
-    """Release the lock of ``host`` if this process holds it."""
-    with _HELD_LOCK:
-        lock = _HELD.pop(host, None)
+def release(lock):
+    """Release a lock :func:`acquire` returned, once or more; or None."""
     if lock is not None:
-        lock.release()
-
-
-def held(host):
-    """Whether this process holds the lock of ``host``."""
-    with _HELD_LOCK:
-        return _HELD.get(host) is not None
-
-
-def release_all():
-    """Release every lock this process holds, as its death would."""
-    for host in list(_HELD):
-        release(host)
+        lock.close()

@@ -21,24 +21,32 @@ instance moves on). So the evacuating compute keeps a **journal entry** per
 evacuation to this host, one file each in ``[evacuate_cleanup]
 journal_path`` on this host's local disk:
 
-* written before nova's rebuild code runs, and rewritten just before spawn
-  with nova's answer to "are the instance files shared?" and the instance
-  directory the evacuation created (:mod:`nova_evac_cleanup.ownership`);
-* rewritten after each step of ending the evacuation, by the failure
-  handler, the sweep or the audit (:attr:`Entry.ending`): a process that
-  dies half-way leaves the record of how far it got, so that the next one
-  finishes the job instead of taking its half-done work for an operator's;
+* written as the evacuation begins, and just before spawn with nova's
+  answer to "are the instance files shared?" and the instance directory
+  the evacuation is about to create (:mod:`nova_evac_cleanup.ownership`);
+* rewritten after each step of ending it, by the sweep or the audit
+  (:attr:`Entry.ending`): a process that dies half-way leaves the record
+  of how far it got, so that the next one finishes the job instead of
+  taking its half-done work for an operator's;
 * removed once nothing of the evacuation is left on this host, or kept
-  (:attr:`Entry.kept`) with what is left here and why it could not be
-  removed: a kept leftover of an evacuation that did not find the files on
-  shared storage refuses the next evacuation of that server to this host
-  until an operator clears it (:mod:`nova_evac_cleanup.leftovers`).
+  (:attr:`Entry.kept`) with what is left here and why: a kept leftover of
+  an evacuation that did not find the files on shared storage refuses the
+  next evacuation of that server to this host until an operator clears it
+  (:mod:`nova_evac_cleanup.leftovers`).
 
-Every write is atomic (a new file renamed over the old one) and durable
-(the file and its directory are fsynced), so an entry is either the old or
-the new one after a crash, never a torn one. Reading tolerates anything
-else found in the directory: a file that is not an entry of this host is
-logged once and skipped, the others are still read.
+Every write is atomic (a new file renamed over the old one): after the
+process dies an entry is the old or the new one, never a torn one. Only
+the writes that precede what a crash of the host could leave without a
+record are fsynced (``durable``): the entry written before the instance
+directory is created, and the steps of an ending. Losing any other write
+to a power cut leaves a record the sweep reads as less proven, which only
+ever keeps more. Reading tolerates anything else found in the directory:
+a file that is not an entry of this host is logged and skipped.
+
+Should the journal be unusable (a full disk, a read-only or missing
+directory) the failure handler still cleans up with what it knows in
+memory; only the crash recovery and the refusal of kept leftovers are
+lost, and the compute manager says so in one error.
 """
 
 import json
@@ -135,53 +143,81 @@ def fsync_directory(path):
         os.close(descriptor)
 
 
-def write_json(path, data):
-    """Write ``data`` to ``path`` atomically and durably.
+def write(entry, durable=False):
+    """Write ``entry`` atomically; with ``durable``, fsynced too.
 
-    A new file, fsynced, renamed over ``path``, then its directory fsynced:
-    after a crash ``path`` holds either what it held or ``data``.
+    :raises OSError: if it could not be written
     """
+    path = _path(entry.host, entry.migration_uuid)
     directory = os.path.dirname(path)
     os.makedirs(directory, exist_ok=True)
     temporary = path + '.tmp'
     with open(temporary, 'w') as stream:
-        json.dump(data, stream)
-        stream.flush()
-        os.fsync(stream.fileno())
+        json.dump(entry.as_dict(), stream)
+        if durable:
+            stream.flush()
+            os.fsync(stream.fileno())
     os.replace(temporary, path)
-    fsync_directory(directory)
+    if durable:
+        fsync_directory(directory)
 
 
-def ensure_writable(host):
-    """Create this host's journal directory; raise if it cannot be written.
+#: Filesystem types that may be mounted on several hosts at once.
+_SHARED_TYPES = ('nfs', 'nfs4', 'cifs', 'smb3', 'ceph', 'fuse.ceph-fuse',
+                 'glusterfs', 'fuse.glusterfs', 'ocfs2', 'gfs2', 'lustre',
+                 'gpfs', 'beegfs', 'fuse.sshfs', '9p', 'virtiofs')
 
-    :raises OSError: the evacuations could not be journaled
+
+def problem(host):
+    """Why the journal of ``host`` cannot be used, or None.
+
+    Creates the directory if it is missing, and writes and removes a probe
+    entry: a read-only filesystem or a full disk shows here.
     """
-    directory = _directory(host)
-    os.makedirs(directory, exist_ok=True)
-    if not os.access(directory, os.W_OK | os.X_OK):
-        raise PermissionError('%s is not writable' % directory)
+    try:
+        probe = Entry(host, '-', '.probe', 0)
+        write(probe)
+        os.unlink(_path(host, probe.migration_uuid))
+    except OSError as error:
+        return '%s: %s' % (_directory(host), error)
+    return None
 
 
-def write(entry):
-    """Write ``entry`` atomically and durably.
+def shared_filesystem(path, mountinfo='/proc/self/mountinfo'):
+    """The type of the filesystem ``path`` is on if it may be shared.
 
-    :raises OSError: if it could not be written
+    Read from the mount table (the longest mount point above ``path``);
+    None for a local filesystem or when it cannot be told.
     """
-    write_json(_path(entry.host, entry.migration_uuid), entry.as_dict())
+    path = os.path.realpath(path)
+    best, kind = '', None
+    try:
+        with open(mountinfo) as stream:
+            for line in stream:
+                fields = line.split()
+                separator = fields.index('-')
+                point = fields[4].replace('\\040', ' ')
+                inside = (path == point or
+                          path.startswith(point.rstrip('/') + '/'))
+                if inside and len(point) >= len(best):
+                    best, kind = point, fields[separator + 1]
+    except (OSError, ValueError, IndexError):
+        return None
+    return kind if kind in _SHARED_TYPES else None
 
 
 def remove(entry):
     """Forget ``entry``.
 
+    Not fsynced: an entry back after a power cut is examined again, and
+    forgotten, by the next start.
+
     :raises OSError: if it could not be removed
     """
-    path = _path(entry.host, entry.migration_uuid)
     try:
-        os.unlink(path)
+        os.unlink(_path(entry.host, entry.migration_uuid))
     except FileNotFoundError:
-        return
-    fsync_directory(os.path.dirname(path))
+        pass
 
 
 def entries(host):
@@ -199,7 +235,7 @@ def entries(host):
         return []
     result = []
     for name in names:
-        if not name.endswith(_SUFFIX):
+        if not name.endswith(_SUFFIX) or name.startswith('.'):
             continue
         path = os.path.join(directory, name)
         try:

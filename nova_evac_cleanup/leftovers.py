@@ -83,7 +83,7 @@ def left_here(driver, entry, instance):
     return guest_state(driver, instance), ownership.contents(path)
 
 
-def kept_reason(entry, guest_left, files):
+def kept_reason(entry, guest_left, files, made=None):
     """Why what is left of ``entry`` is kept, or None if nothing is.
 
     Files are the evacuation's leftovers only if it got as far as
@@ -97,24 +97,26 @@ def kept_reason(entry, guest_left, files):
     if entry.shared_storage:
         return ('the server\'s own files: nova found them on shared storage '
                 'before spawn')
-    return 'its files: %s' % ownership.proof(entry)[1]
+    return 'its files: %s' % ownership.proof(entry, made)[1]
 
 
-def end(driver, entry, instance):
+def end(driver, entry, instance, made=None):
     """The evacuation of ``entry`` ended without the instance here.
 
     Removes its journal entry if nothing of it is left, or records why
     what is left is kept. Never raises: on an error the entry stays as it
     is, which keeps everything.
 
+    :param made: see :func:`nova_evac_cleanup.ownership.proof`
+
     :returns: the reason it was kept, or None
     """
     try:
-        if not ownership.remove_if_empty(entry):
+        if not ownership.remove_if_empty(entry, made):
             LOG.debug('The instance directory of evacuation %s holds '
                       'files', entry.migration_uuid)
         guest_left, files = left_here(driver, entry, instance)
-        reason = kept_reason(entry, guest_left, files)
+        reason = kept_reason(entry, guest_left, files, made)
         if reason is None:
             journal.remove(entry)
             return None

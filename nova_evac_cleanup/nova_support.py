@@ -14,42 +14,38 @@
 
 """The nova releases this project was written for, checked at start-up.
 
-The mixin overrides methods of nova's ``ComputeManager`` and reads nova's
-rebuild code as it runs (:mod:`nova_evac_cleanup.spawn_failure`,
-:mod:`nova_evac_cleanup.shared_storage`). A nova release that changes
-those, or that carries this project's patch series already, must not make
-the cleanup act on wrong assumptions, and must not stop nova-compute from
-starting either: as nova does for an optional feature a driver lacks, the
-compute manager logs one error naming what differs and runs as nova's own
-(:func:`problems`). The unit tests compare the same signatures, so a
+The mixin overrides ``rebuild_instance`` and ``_do_rebuild_instance`` of
+nova's ``ComputeManager``, and watches two calls that nova makes during
+an evacuation: the driver's ``spawn`` and the resource tracker's
+``finish_evacuation`` (:meth:`~nova_evac_cleanup.manager.
+EvacuateCleanupMixin._watch`). It reads no frame and no bytecode: what
+it relies on is the parameters of those methods, checked here with
+``inspect.signature``. A nova release that changes them, that is outside
+the range ``requirements.txt`` states, or that carries this project's
+patch series already, must not make the cleanup act on wrong assumptions,
+and must not stop nova-compute from starting either: as nova does for an
+optional feature a driver lacks, the compute manager logs one error
+naming what differs and runs as nova's own (:func:`problems`), or, when
+only ``finish_evacuation`` changed, without its watch
+(:func:`finish_problem`). The unit tests compare the same signatures, so a
 nova update that changes them is caught before it ships.
-
-The same range is declared to pip in ``requirements.txt``; the releases
-it leaves out are refused here too, since a distribution's package does
-not go through pip (:func:`release_problem`).
 """
 
-import functools
-import importlib
 from importlib import metadata
 import inspect
 
-
 from nova.compute import manager as nova_manager
+from nova.compute import resource_tracker
 from nova import safe_utils
-from nova import utils
 from nova import version
+from nova.virt import driver as virt_driver
 from packaging import requirements as packaging_requirements
 from packaging import specifiers
-
-from nova_evac_cleanup import shared_storage
-from nova_evac_cleanup import spawn_failure
 
 #: The distribution whose metadata states the nova releases supported.
 DISTRIBUTION = 'nova-evac-cleanup'
 
 
-@functools.lru_cache(maxsize=None)
 def supported_range():
     """The nova releases supported, as ``requirements.txt`` states them.
 
@@ -93,15 +89,18 @@ OVERRIDDEN = {
         'request_spec', 'allocations',
         'request_group_resource_providers_mapping', 'accel_uuids',
         'reimage_boot_volume', 'target_state'),
-    '_rebuild_default_impl': (
-        'self', 'context', 'instance', 'image_meta', 'injected_files',
-        'admin_password', 'allocations', 'bdms', 'detach_block_devices',
-        'attach_block_devices', 'network_info', 'evacuate',
-        'block_device_info', 'preserve_ephemeral', 'accel_uuids',
-        'reimage_boot_volume'),
-    '_error_out_instance_on_exception': (
-        'self', 'context', 'instance', 'instance_state'),
 }
+#: What the watch of the driver's spawn reads from its arguments.
+SPAWN_ARGUMENTS = ('context', 'instance', 'network_info',
+                   'block_device_info')
+#: The resource tracker's ``finish_evacuation``, as nova 31 to 34 define it.
+FINISH_EVACUATION = ('self', 'instance', 'node', 'migration')
+
+
+def _parameters(method):
+    # nova's RPC decorators hide the method behind (*args, **kwargs).
+    return tuple(inspect.signature(
+        safe_utils.get_wrapped_function(method)).parameters)
 
 
 def mismatches(manager_class=nova_manager.ComputeManager):
@@ -112,14 +111,20 @@ def mismatches(manager_class=nova_manager.ComputeManager):
     result = []
     for name, expected in sorted(OVERRIDDEN.items()):
         method = getattr(manager_class, name, None)
-        if method is None:
-            result.append((name, expected, None))
-            continue
-        # nova's RPC decorators hide the method behind (*args, **kwargs).
-        found = tuple(inspect.signature(
-            safe_utils.get_wrapped_function(method)).parameters)
+        found = None if method is None else _parameters(method)
         if found != expected:
             result.append((name, expected, found))
+    return result
+
+
+def named(method, args, kwargs):
+    """The arguments of a call of nova's ``method``, all by name.
+
+    Only used once :func:`problems` found its parameters to be the
+    expected ones.
+    """
+    result = dict(zip(OVERRIDDEN[method][1:], args))
+    result.update(kwargs)
     return result
 
 
@@ -130,8 +135,47 @@ def nova_has_the_fix(manager_class=nova_manager.ComputeManager):
     ``on_shared_storage`` argument; the mixin and the patch must not both
     clean up.
     """
-    return 'on_shared_storage' in inspect.signature(
-        manager_class._rebuild_default_impl).parameters
+    method = getattr(manager_class, '_rebuild_default_impl', None)
+    return method is not None and (
+        'on_shared_storage' in inspect.signature(method).parameters)
+
+
+def spawn_problem(spawn=virt_driver.ComputeDriver.spawn):
+    """Why the driver's ``spawn`` cannot be watched, or None."""
+    missing = [name for name in SPAWN_ARGUMENTS
+               if name not in inspect.signature(spawn).parameters]
+    if missing:
+        return 'the driver\'s spawn has no %s parameter' % ', '.join(missing)
+    return None
+
+
+def spawn_arguments(spawn, args, kwargs):
+    """The arguments of a call of the driver's ``spawn``, by name.
+
+    Bound to its own parameters, or to nova's base driver's when it has
+    none of its own (a wrapper taking ``*args, **kwargs``).
+
+    :returns: a dict; empty if the call does not fit
+    """
+    signature = inspect.signature(spawn)
+    if 'instance' not in signature.parameters:
+        signature = inspect.signature(virt_driver.ComputeDriver.spawn)
+        args = (None,) + tuple(args)
+    try:
+        return signature.bind(*args, **kwargs).arguments
+    except TypeError:
+        return {}
+
+
+def finish_problem(tracker_class=resource_tracker.ResourceTracker):
+    """Why ``finish_evacuation`` cannot be watched, or None."""
+    method = getattr(tracker_class, 'finish_evacuation', None)
+    found = None if method is None else _parameters(method)
+    if found != FINISH_EVACUATION:
+        return 'ResourceTracker.finish_evacuation(%s) expected, %s found' % (
+            ', '.join(FINISH_EVACUATION),
+            'no such method' if found is None else '(%s)' % ', '.join(found))
+    return None
 
 
 def release_problem(release=None):
@@ -157,9 +201,10 @@ def release_problem(release=None):
     return None
 
 
-def problems(manager_class=nova_manager.ComputeManager):
+def problems(manager_class=nova_manager.ComputeManager, spawn=None):
     """Why the cleanup cannot run on this nova; empty when it can.
 
+    :param spawn: the driver's ``spawn``; nova's base driver's by default
     :returns: a list of sentences
     """
     if nova_has_the_fix(manager_class):
@@ -171,21 +216,8 @@ def problems(manager_class=nova_manager.ComputeManager):
             'no such method' if found is None else
             '(%s)' % ', '.join(found))
         for name, expected, found in mismatches(manager_class)]
-    for problem in (release_problem(), spawn_failure.problem(),
-                    shared_storage.problem()):
+    for problem in (release_problem(),
+                    spawn_problem(*([spawn] if spawn else []))):
         if problem:
             result.append(problem)
     return result
-
-
-def spawn(func, *args, **kwargs):
-    """Run ``func`` on nova's default executor, as nova itself would.
-
-    nova 34 moved ``nova.utils.spawn`` to ``nova.thread_pool_factory``.
-    """
-    try:
-        factory = importlib.import_module('nova.thread_pool_factory')
-    except ImportError:
-        factory = None
-    run = getattr(factory, 'spawn', None) or utils.spawn
-    return run(func, *args, **kwargs)

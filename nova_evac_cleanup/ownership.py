@@ -72,59 +72,43 @@ def identity(path):
 
 
 def claim(entry):
-    """Create the instance directory for ``entry`` and mark it as its own.
+    """Create the instance directory ``entry`` names and mark it as its own.
 
-    Called just before spawn, when nova found the instance files not on
-    shared storage. The entry records the path first (write-ahead: a
-    directory this process made and died before marking is known to be
-    the evacuation's to look at, and is removed only if empty), then the
-    directory is created and marked, then the entry records its identity.
-    A directory that exists already is not the evacuation's: nothing is
-    written in it and the entry says no claim.
+    Called just before spawn, once the entry records the path (write-ahead:
+    a directory this process made and died before marking is known to be
+    the evacuation's to look at, and is removed only if empty). The
+    directory and its marker are fsynced: the proof survives the crash it
+    exists for.
 
-    :returns: True if the directory was created here, False if it existed
-    :raises OSError: if the directory or the entry could not be written
+    :returns: the directory's identity, which is also the proof in memory
+        should the marker not be written (a full disk)
+    :raises FileExistsError: the directory exists: it is not the
+        evacuation's
+    :raises OSError: it could not be created
     """
-    path = instance_path(entry.instance_uuid)
-    if os.path.lexists(path):
-        return False
-    entry.claim = {'path': path}
-    journal.write(entry)
-    try:
-        _make_directory(path)
-    except FileExistsError:
-        LOG.warning('The instance directory %s appeared before spawn: it is '
-                    'not this evacuation\'s', path,
-                    instance_uuid=entry.instance_uuid)
-        entry.claim = None
-        journal.write(entry)
-        return False
-    _write_marker(path, dict(
-        identity(path), migration_uuid=entry.migration_uuid,
-        instance_uuid=entry.instance_uuid, host=entry.host))
-    entry.claim = dict(identity(path), path=path)
-    journal.write(entry)
-    return True
-
-
-def _make_directory(path):
-    """``mkdir`` of the instance directory, durable in its parent.
-
-    :raises FileExistsError: it exists: it is not the evacuation's
-    """
+    path = entry.claim['path']
     parent = os.path.dirname(path)
     os.makedirs(parent, exist_ok=True)
     os.mkdir(path)
     journal.fsync_directory(parent)
-
-
-def _write_marker(path, marker):
-    """Write the ownership marker in ``path``, durably."""
-    with open(os.path.join(path, MARKER), 'x') as stream:
-        json.dump(marker, stream)
-        stream.flush()
-        os.fsync(stream.fileno())
-    journal.fsync_directory(path)
+    made = identity(path)
+    marker = dict(made, migration_uuid=entry.migration_uuid,
+                  instance_uuid=entry.instance_uuid, host=entry.host)
+    try:
+        with open(os.path.join(path, MARKER), 'x') as stream:
+            json.dump(marker, stream)
+            stream.flush()
+            os.fsync(stream.fileno())
+        journal.fsync_directory(path)
+    except OSError as error:
+        LOG.error('Could not mark %s as the directory of evacuation %s (%s): '
+                  'only this process knows it is its own', path,
+                  entry.migration_uuid, error)
+        try:
+            os.unlink(os.path.join(path, MARKER))
+        except OSError:
+            pass
+    return made
 
 
 def _read_marker(path):
@@ -135,9 +119,11 @@ def _read_marker(path):
     return marker
 
 
-def proof(entry):
+def proof(entry, made=None):
     """Whether the instance directory here is, right now, ``entry``'s.
 
+    :param made: the identity :func:`claim` returned, in this process: the
+        proof when the marker could not be written
     :returns: ``(True, None)``, or ``(False, reason)``
     """
     if entry.shared_storage is not False:
@@ -153,8 +139,14 @@ def proof(entry):
         return False, 'the instance directory is now %s, not %s' % (
             path, claimed['path'])
     try:
-        marker = _read_marker(path)
         current = identity(path)
+    except OSError as error:
+        return False, 'cannot read %s: %s' % (path, error)
+    if made is not None and made == current:
+        # This process created it, whatever became of its marker.
+        return True, None
+    try:
+        marker = _read_marker(path)
     except FileNotFoundError:
         return False, 'no ownership marker in %s' % path
     except (OSError, ValueError) as error:
@@ -165,11 +157,10 @@ def proof(entry):
             entry.migration_uuid, entry.host, entry.instance_uuid):
         return False, 'the ownership marker in %s names migration %s on %s' % (
             path, marker.get('migration_uuid'), marker.get('host'))
-    for source in (marker, claimed):
-        if 'inode' in source and (source.get('fsid'), source.get('inode')) != (
-                current['fsid'], current['inode']):
-            return False, ('%s is not the directory the evacuation created '
-                           '(another filesystem or another directory)' % path)
+    if (marker.get('fsid'), marker.get('inode')) != (
+            current['fsid'], current['inode']):
+        return False, ('%s is not the directory the evacuation created '
+                       '(another filesystem or another directory)' % path)
     return True, None
 
 
@@ -188,7 +179,7 @@ def release(entry):
     journal.fsync_directory(path)
 
 
-def remove_if_empty(entry):
+def remove_if_empty(entry, made=None):
     """Remove the directory ``entry`` created, if only its marker is in it.
 
     A failure before spawn, or a death right after the claim, leaves it
@@ -208,7 +199,7 @@ def remove_if_empty(entry):
     if set(names) - {MARKER}:
         return False
     if names:
-        owned, _why = proof(entry)
+        owned, _why = proof(entry, made)
         if not owned:
             return False
         os.unlink(os.path.join(path, MARKER))

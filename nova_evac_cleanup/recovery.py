@@ -53,6 +53,7 @@ placement heal_allocations`` would miss port resource requests and PCI
 devices, so the exact command is reported instead.
 """
 
+from nova.compute import task_states
 from nova.compute import utils as compute_utils
 from nova.compute import vm_states
 from nova import exception
@@ -115,9 +116,14 @@ def recover(manager, context, finding):
     if entry.ending is None:
         # Write-ahead: from here on, the task state is held by this host's
         # ending of the evacuation, which the next start finishes.
-        entry.ending = {'task_state': classified, 'done': []}
-        if not _step(finding, 'journal', journal.write, entry):
+        entry.ending = {'task_state': _HOLD.get(classified, classified),
+                        'from': classified, 'done': []}
+        if not _step(finding, 'journal', _write, entry):
             return False
+    held = entry.ending['task_state']
+    if classified != held and not _step(
+            finding, 'hold', _hold, finding, classified, held):
+        return False
     # What the guest here was made with.
     network_info = instance.get_network_info()
     block_device_info = manager._get_instance_block_device_info(
@@ -127,7 +133,7 @@ def recover(manager, context, finding):
             continue
         # nova's evacuate API does not check the task state: an HA tool
         # may have evacuated the server again since the last step.
-        if not _still_ours(context, finding, classified):
+        if not _still_ours(context, finding, held):
             return False
         if not _step(finding, name, step, manager, context, finding,
                      network_info, block_device_info):
@@ -135,19 +141,42 @@ def recover(manager, context, finding):
                 LOG.error('Evacuation %s to %s: the server stays in task '
                           'state %s until the next start of nova-compute or '
                           'nova-evac-cleanup audit --delete ends it',
-                          finding.migration_uuid, finding.host, classified,
+                          finding.migration_uuid, finding.host, held,
                           instance_uuid=finding.instance_uuid)
                 return False
         entry.ending['done'].append(name)
-        if not _step(finding, 'journal', journal.write, entry):
+        if not _step(finding, 'journal', _write, entry):
             return False
     entry.ending['releasing'] = True
-    if not (_step(finding, 'journal', journal.write, entry) and
+    if not (_step(finding, 'journal', _write, entry) and
             _step(finding, 'release', _release, manager, context, finding,
-                  classified)):
+                  held)):
         return False
     _report_missing_allocation(manager, context, finding)
     return _end_entry(manager, finding)
+
+
+#: The task state an ending holds the server in, for the one it found:
+#: never ``rebuilding``, which nova's evacuate API sets from any task
+#: state, so that an HA tool's evacuation of the server since fails this
+#: host's compare-and-swap instead of being put into ERROR by it.
+_HOLD = {task_states.REBUILDING: task_states.REBUILD_BLOCK_DEVICE_MAPPING,
+         None: task_states.REBUILD_BLOCK_DEVICE_MAPPING}
+
+
+def _write(entry):
+    """A step of an ending, durable: the next start goes on from it."""
+    journal.write(entry, durable=True)
+
+
+def _hold(finding, found, held):
+    """The server from the task state it was found in to ``held``."""
+    instance = finding.instance
+    instance.task_state = held
+    instance.save(expected_task_state=[found])
+    LOG.info('Evacuation %s to %s: holding the server in task state %s '
+             'while it is ended', finding.migration_uuid, finding.host, held,
+             instance=instance)
 
 
 def _still_ours(context, finding, classified):
@@ -248,7 +277,8 @@ def _unwind(manager, context, finding, network_info, block_device_info):
     finding.commands.extend(commands)
 
 
-def _deallocate(manager, context, finding, network_info, block_device_info):
+def deallocate(manager, context, finding, network_info=None,
+               block_device_info=None):
     remove = manager.reportclient.remove_provider_tree_from_instance_allocation
     for rp, resources in sorted(finding.allocation_here.items()):
         if not remove(context, finding.instance_uuid, rp):
@@ -259,6 +289,20 @@ def _deallocate(manager, context, finding, network_info, block_device_info):
                  '(%s)', finding.migration_uuid, finding.host, rp,
                  resources, instance_uuid=finding.instance_uuid)
         finding.done.append('removed the allocation against %s' % rp)
+
+
+def _drop_context(manager, context, finding, network_info,
+                  block_device_info):
+    """The migration context dropped, as nova's ``MoveClaim.abort`` does.
+
+    Only while it names the migration: the server is held, and a newer
+    move's context is another's.
+    """
+    instance = finding.instance
+    if instance.migration_context is not None and (
+            instance.migration_context.migration_id == finding.migration.id):
+        instance.drop_migration_context()
+        finding.done.append('dropped the migration context')
 
 
 def _record_fault(manager, context, finding, network_info,
@@ -277,7 +321,8 @@ STEPS = (
     ('migration', _fail_migration, True),
     ('destroy', _destroy, True),
     ('volumes', _unwind, False),
-    ('allocation', _deallocate, True),
+    ('allocation', deallocate, True),
+    ('context', _drop_context, False),
     ('fault', _record_fault, False),
 )
 

@@ -31,7 +31,6 @@ from nova_evac_cleanup import classification
 from nova_evac_cleanup import findings
 from nova_evac_cleanup import finish
 from nova_evac_cleanup import journal
-from nova_evac_cleanup import nova_support
 from nova_evac_cleanup import ownership
 from nova_evac_cleanup import recovery
 
@@ -70,27 +69,7 @@ def sweep(manager, context, mode):
             LOG.exception('Could not deal with evacuation %s to %s',
                           finding.migration_uuid, manager.host,
                           instance_uuid=finding.instance_uuid)
-    # Only reported, so not worth delaying the start: the database is
-    # asked about the guests on this hypervisor once the service runs.
-    known = {f.instance_uuid for f in found}
-    nova_support.spawn(_report_guests, manager, context, known)
     return found
-
-
-def _report_guests(manager, context, known):
-    """Report the guests of instances hosted elsewhere, left here.
-
-    The guest of an evacuation that failed while the cleanup was disabled,
-    or whose cleanup failed: nothing journaled, so only reported.
-    """
-    try:
-        found, count = findings.foreign_guests(manager, context, known)
-        for finding in found:
-            _sweep_one(manager, context, finding, 'report')
-        LOG.info('Guests on %s of instances hosted elsewhere: %d of %d '
-                 'guests, reported', manager.host, len(found), count)
-    except Exception:
-        LOG.exception('Could not look at the guests on %s', manager.host)
 
 
 def forget(manager, context, finding):
@@ -128,6 +107,20 @@ def settle(manager, context, finding):
     """
     if finding.kind in (classification.INTERRUPTED, classification.ENDED):
         return recovery.recover(manager, context, finding)
+    if (finding.kind == classification.FAILED and finding.entry and
+            finding.allocation_here and not finding.guest):
+        # nova's handler failed the migration, then this host died before
+        # it removed this host's allocation (the source may have put the
+        # server into ERROR since): what it had left to do.
+        try:
+            recovery.deallocate(manager, context, finding)
+        except Exception as error:
+            LOG.exception('Could not remove the allocation of the failed '
+                          'evacuation %s against %s', finding.migration_uuid,
+                          manager.host, instance_uuid=finding.instance_uuid)
+            finding.errors.append('allocation: %s' % error)
+            return False
+        finding.allocation_here = {}
     return forget(manager, context, finding)
 
 

@@ -147,11 +147,12 @@ def run(delete=False, as_json=False, out=None, host=None, compute=None):
     from nova_evac_cleanup import host_lock
 
     out = out or sys.stdout
+    lock = None
     if delete:
         # Refuse before anything is loaded.
         host = host or (compute.host if compute else CONF.host)
         try:
-            host_lock.acquire(host)
+            lock = host_lock.acquire(host)
         except host_lock.HostLockHeld as error:
             sys.stderr.write('nova-evac-cleanup: refusing --delete: %s\n' %
                              error)
@@ -161,8 +162,7 @@ def run(delete=False, as_json=False, out=None, host=None, compute=None):
         report = audit.report(compute, nova_context.get_admin_context(),
                               delete=delete)
     finally:
-        if delete:
-            host_lock.release(host)
+        host_lock.release(lock)
     if as_json:
         out.write(json.dumps(report, indent=2, sort_keys=True) + '\n')
     else:

@@ -51,7 +51,6 @@ from nova import context as nova_context
 from nova import objects
 from nova.tests.functional.api import client as api_client
 
-from nova_evac_cleanup import host_lock
 from tests.explore import tracer as tracing
 from tests.harness import fake_libvirt
 from tests.harness import functional as base
@@ -283,7 +282,7 @@ class ExploreCase(base.EvacuateTestCase):
         if getattr(service, 'rpcserver_alt', None) is not None:
             service.rpcserver_alt.stop()
         service.tg.stop()
-        host_lock.release(DEST)
+        self.release_host_lock(DEST)
         self._force_down(DEST, True)
 
     def _force_down(self, host, down):
@@ -326,7 +325,7 @@ class ExploreCase(base.EvacuateTestCase):
             self._audit()
         except tracing.ProcessDied:
             self.tracer.resurrect()
-            host_lock.release(DEST)
+            self.release_host_lock(DEST)
         except tracing.InjectedFault:
             # The command fails (nova-evac-cleanup prints the error and
             # exits 1); the operator runs it again.

@@ -218,6 +218,7 @@ class Tracer(fixtures.Fixture):
                     self._wrap(cls, name, '%s.%s' % (prefix, name))
         # This project's own writes, as each version of it names them.
         for module, attr, name in (
+                (journal, 'write', 'journal.write'),
                 (journal, 'write_json', 'journal.write'),
                 (journal, '_write_json', 'journal.write'),
                 (journal, 'remove', 'journal.remove'),
@@ -225,6 +226,7 @@ class Tracer(fixtures.Fixture):
                 (journal, 'release_directory', 'journal.release_directory'),
                 (journal, 'abandon_directory', 'journal.abandon_directory'),
                 (journal, 'note_shared_directory', 'journal.note_shared'),
+                (ownership, 'claim', 'ownership.claim'),
                 (ownership, '_write_marker', 'ownership.write_marker'),
                 (ownership, '_make_directory', 'ownership.make_directory'),
                 (ownership, 'release', 'ownership.release'),

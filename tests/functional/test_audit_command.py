@@ -27,6 +27,7 @@ its output must be the guide's, so that the guide cannot drift.
 """
 
 import atexit
+import fcntl
 import http.server
 import json
 import os
@@ -40,7 +41,6 @@ import threading
 
 import fixtures
 from nova.compute import manager as nova_manager
-from oslo_concurrency import lockutils
 import testtools
 
 from nova_evac_cleanup.cmd import audit as audit_cmd
@@ -196,13 +196,10 @@ class AuditCommandTest(testtools.TestCase):
 
     def test_delete_refused_while_the_host_lock_is_held(self):
         """The lock of a running nova-compute, in another process."""
-        lock = lockutils.external_lock(
-            HOST, lock_file_prefix='nova-evac-cleanup-', lock_path=self.locks)
-        self.assertTrue(lock.acquire(blocking=False))
-        try:
+        with open(os.path.join(self.locks, 'nova-evac-cleanup-' + HOST),
+                  'a') as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             error = self.assert_one_line_error(self.audit('--delete'))
-        finally:
-            lock.release()
         self.assertIn('refusing --delete', error)
         self.assertIn('nova-compute or nova-evac-cleanup audit --delete is '
                       'running', error)

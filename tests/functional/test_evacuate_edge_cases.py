@@ -19,6 +19,10 @@ project's manager (restarted ones too) on non-shared storage, or nova's
 own manager when nova is patched (``NOVA_EVAC_CLEANUP_FIX=patch``).
 """
 
+import logging
+import os
+
+import fixtures
 from nova.compute import manager as nova_manager
 
 from nova_evac_cleanup import manager
@@ -120,3 +124,56 @@ class EvacuateCleanupEdgeCasesTest(base.EvacuateTestCase):
                          self._get_allocations_by_server_uuid(self.uuid))
         server = self.api.get_server(self.uuid)
         self.assertEqual(SOURCE, server['OS-EXT-SRV-ATTR:host'])
+
+
+class WithoutJournalTest(base.EvacuateTestCase):
+    """Issue 27, item 3: ``[evacuate_cleanup] journal_path`` unusable.
+
+    Before, the evacuation ran as nova's own (or was refused): the guest of
+    the failed spawn kept running on compute1 and its disk stayed for the
+    next evacuation to boot (seen failing on 31.3.1, 32.2.1, 33.0.2 and
+    34.0.0). Now the cleanup of the failed spawn runs from what the
+    evacuation knows in memory; only the recovery after a crash and the
+    refusal of kept leftovers are lost, which one ERROR says.
+    """
+
+    STORAGE = 'non-shared'
+    FIXED = True
+
+    def setUp(self):
+        super().setUp()
+        # Every write there fails: it is a path under a regular file.
+        blocker = self.useFixture(fixtures.TempDir()).join('a-file')
+        open(blocker, 'w').close()
+        self.flags(journal_path=os.path.join(blocker, 'journal'),
+                   group='evacuate_cleanup')
+        self.log = self.useFixture(fixtures.FakeLogger(
+            name='nova_evac_cleanup', level=logging.ERROR))
+        self.compute1 = self.restart_compute_service(self.compute1)
+        self.server = self._boot()
+        self.uuid = self.server['id']
+        self._fail_source()
+
+    def test_failed_spawn_cleaned_up(self):
+        self.assertIn('the cleanup of a failed spawn still runs',
+                      self.log.output)
+
+        server, error = self._fail_evacuation(self.server, 'wait_for_boot')
+
+        self.assertEqual('ERROR', server['status'])
+        self.assertEqual(SOURCE, server['OS-EXT-SRV-ATTR:host'])
+        self.assertEqual('FakeLibvirtError', server['fault']['message'])
+        self.assertIn(str(error), server['fault']['details'])
+        self.assertIsNone(self.world.domain_state(DEST, self.uuid))
+        self.assertEqual({}, self.world.files(DEST, self.uuid))
+        self.assertFalse(os.path.exists(
+            self.world.instance_dir(DEST, self.uuid)))
+        self.assertIsNone(self._dest_allocation(server))
+        self.assertIn('its cleanup runs from memory', self.log.output)
+
+        # The retry builds a fresh disk from the image.
+        self._evacuate(server)
+        self.assertEqual('running', self.world.domain_state(DEST, self.uuid))
+        self.assertTrue(self.world.disk_is_complete(DEST, self.uuid))
+        self.assertEqual(self.world.spawns(DEST, self.uuid)[-1].generation,
+                         self.world.disk_generation(DEST, self.uuid))

@@ -55,7 +55,6 @@ from nova.compute import task_states
 from nova import context as nova_context
 from nova import objects
 
-from nova_evac_cleanup import host_lock
 from nova_evac_cleanup import journal
 from nova_evac_cleanup import manager
 from tests.harness import fake_libvirt
@@ -118,7 +117,7 @@ class _InterruptedEvacuationTest(base.EvacuateTestCase):
             service.rpcserver_alt.stop()
         service.tg.stop()
         # The kernel releases the dead process's lock.
-        host_lock.release(service.host)
+        self.release_host_lock(service.host)
         self._force_down(service.host, True)
 
     def _force_down(self, host, down):

@@ -48,7 +48,6 @@ from nova import context as nova_context
 from nova import objects
 from nova.scheduler.client import report
 
-from nova_evac_cleanup import host_lock
 from tests.functional import test_interrupted_evacuation as interrupted
 from tests.harness import fake_libvirt
 
@@ -104,7 +103,7 @@ class _ResumeTest(interrupted._InterruptedEvacuationTest):
                           host=DEST, cell_name=cell_name)
         self.assertEqual([point], died)
         # The kernel releases the dead process's lock.
-        host_lock.release(DEST)
+        self.release_host_lock(DEST)
         self._force_down(DEST, True)
 
     def _task_state(self, server):
@@ -159,7 +158,7 @@ class AuditDeleteKilledTest(_ResumeTest):
         died = self._die_after(point)
         self.assertRaises(ProcessDied, self._audit, delete=True)
         self.assertEqual([point], died)
-        host_lock.release(DEST)
+        self.release_host_lock(DEST)
 
     def _run(self, point):
         self._recovery_killed_then_finished(self._audit_and_die, point)

@@ -138,9 +138,20 @@ class EvacuateTestCase(integrated_helpers.ProviderUsageBaseTestCase):
         # lock_path).
         self.flags(lock_path=self.useFixture(fixtures.TempDir()).path,
                    group='oslo_concurrency')
-        # A compute a test stopped or killed no longer holds its host lock,
-        # as the kernel releases it with a dead process.
-        self.addCleanup(host_lock.release_all)
+        # The host locks each compute (or audit) took, by host: a test that
+        # kills one releases them, as the kernel does for a dead process.
+        self.host_locks = {}
+        acquire = host_lock.acquire
+
+        def acquire_and_note(host, *args, **kwargs):
+            lock = acquire(host, *args, **kwargs)
+            self.host_locks.setdefault(host, []).append(lock)
+            return lock
+
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_evac_cleanup.host_lock.acquire', acquire_and_note))
+        self.addCleanup(lambda: [self.release_host_lock(host)
+                                 for host in list(self.host_locks)])
         if self.FIXED and fix_mode() == FIX_PATCH:
             # nova's own manager has the fix; say so if it has not.
             if not nova_is_patched():
@@ -153,6 +164,11 @@ class EvacuateTestCase(integrated_helpers.ProviderUsageBaseTestCase):
         self.compute0 = self._start_compute(SOURCE)
         self.compute1 = self._start_compute(DEST)
         self.dest_rp = self._get_provider_uuid_by_host(DEST)
+
+    def release_host_lock(self, host):
+        """What the kernel does with the locks of a dead process."""
+        for lock in self.host_locks.pop(host, []):
+            host_lock.release(lock)
 
     def _get_instance_path(self, instance, relative=False):
         """nova's ``get_instance_path``, on the host whose code asks.

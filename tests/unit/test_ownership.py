@@ -28,12 +28,18 @@ HOST = test_journal.HOST
 
 class TestClaim(test_journal.JournalTestCase):
 
+    def claim(self, entry):
+        """What the manager does just before spawn."""
+        entry.claim = {'path': self.path}
+        journal.write(entry, durable=True)
+        return ownership.claim(entry)
+
     def test_claimed_directory_is_owned(self):
         entry = self.entry()
-        self.assertTrue(ownership.claim(entry))
-        self.assertEqual(self.path, entry.claim['path'])
+        made = self.claim(entry)
+        self.assertEqual(ownership.identity(self.path), made)
         self.assertEqual([ownership.MARKER], os.listdir(self.path))
-        # The entry on disk says so too.
+        # The entry on disk and the marker prove it, without memory.
         [read] = journal.entries(HOST)
         self.assertEqual(entry.claim, read.claim)
         self.assertEqual((True, None), ownership.proof(read))
@@ -48,7 +54,7 @@ class TestClaim(test_journal.JournalTestCase):
             return real_fsync(descriptor)
 
         with mock.patch('os.fsync', side_effect=fsync):
-            ownership.claim(self.entry())
+            self.claim(self.entry())
         marker = os.path.join(self.path, ownership.MARKER)
         for path in (marker, self.path, self.instances):
             self.assertIn(path, synced)
@@ -57,15 +63,41 @@ class TestClaim(test_journal.JournalTestCase):
     def test_existing_directory_is_not_claimed(self):
         os.makedirs(self.path)
         entry = self.entry()
-        self.assertFalse(ownership.claim(entry))
+        self.assertRaises(FileExistsError, self.claim, entry)
         self.assertEqual([], os.listdir(self.path))
+        entry.claim = None
         owns, why = ownership.proof(entry)
         self.assertFalse(owns)
         self.assertIn('existed before spawn', why)
 
+    def test_marker_not_written(self):
+        """Issue 27, item 3: a full disk, the proof kept in memory.
+
+        This process created the directory; only it may remove it then,
+        while it is still the directory it created.
+        """
+        entry = self.entry()
+        real_open = open
+
+        def full(path, *args, **kwargs):
+            if str(path).endswith(ownership.MARKER):
+                raise OSError(28, 'No space left on device')
+            return real_open(path, *args, **kwargs)
+
+        with mock.patch('builtins.open', side_effect=full):
+            made = self.claim(entry)
+        self.assertEqual([], os.listdir(self.path))
+        self.assertEqual((True, None), ownership.proof(entry, made))
+        self.assertFalse(ownership.proof(entry)[0])
+        # Another directory there now (the one made still exists: its
+        # inode is not reused).
+        os.rename(self.path, self.path + '.away')
+        os.makedirs(self.path)
+        self.assertFalse(ownership.proof(entry, made)[0])
+
     def test_shared_or_unknown_never_owned(self):
         entry = self.entry()
-        ownership.claim(entry)
+        self.claim(entry)
         for shared in (True, None):
             entry.shared_storage = shared
             self.assertFalse(ownership.proof(entry)[0])
@@ -73,7 +105,7 @@ class TestClaim(test_journal.JournalTestCase):
     def test_marker_gone_or_another(self):
         """The path now shows another directory."""
         entry = self.entry()
-        ownership.claim(entry)
+        self.claim(entry)
         os.rename(self.path, self.path + '.away')
         os.makedirs(self.path)
         owns, why = ownership.proof(entry)
@@ -90,7 +122,7 @@ class TestClaim(test_journal.JournalTestCase):
     def test_marker_copied_elsewhere(self):
         """A copy of the directory, marker included, is not the one made."""
         entry = self.entry()
-        ownership.claim(entry)
+        self.claim(entry)
         os.rename(self.path, self.path + '.away')
         os.makedirs(self.path)
         os.rename(os.path.join(self.path + '.away', ownership.MARKER),
@@ -106,7 +138,7 @@ class TestClaim(test_journal.JournalTestCase):
         minors, btrfs); the filesystem id and the inode do not.
         """
         entry = self.entry()
-        ownership.claim(entry)
+        self.claim(entry)
         real_stat = os.stat
 
         def stat(path, *args, **kwargs):
@@ -122,7 +154,7 @@ class TestClaim(test_journal.JournalTestCase):
     def test_another_filesystem(self):
         """A share mounted over the instances path, a marker on it."""
         entry = self.entry()
-        ownership.claim(entry)
+        self.claim(entry)
         real_statvfs = os.statvfs
 
         def statvfs(path):
@@ -136,7 +168,7 @@ class TestClaim(test_journal.JournalTestCase):
 
     def test_remove_only_an_empty_directory(self):
         entry = self.entry()
-        ownership.claim(entry)
+        self.claim(entry)
         with open(os.path.join(self.path, 'disk'), 'w') as f:
             f.write('x')
         self.assertFalse(ownership.remove_if_empty(entry))
@@ -161,7 +193,7 @@ class TestClaim(test_journal.JournalTestCase):
 
     def test_release_keeps_the_directory(self):
         entry = self.entry()
-        ownership.claim(entry)
+        self.claim(entry)
         ownership.release(entry)
         self.assertEqual([], os.listdir(self.path))
 

@@ -14,9 +14,11 @@
 
 """Unit tests of what the interrupted-evacuation recovery may act on."""
 
+import datetime
 from unittest import mock
 
 from nova.compute import task_states
+from nova import exception
 from nova import objects
 from nova import test
 from oslo_utils.fixture import uuidsentinel as uuids
@@ -26,6 +28,7 @@ from nova_evac_cleanup.cmd import audit as audit_cmd
 from nova_evac_cleanup import findings
 from nova_evac_cleanup import journal
 from nova_evac_cleanup import recovery
+from nova_evac_cleanup import sweep
 
 HOST = 'compute1'
 
@@ -104,6 +107,11 @@ class TestClassify(test.NoDBTestCase):
         self.assertEqual(classification.RESET, self.classify(
             _instance(task_state=None), _migration(1, 'failed'),
             entry=entry))
+        # Died before it held the server: still in the task state found.
+        entry.ending['from'] = task_states.REBUILDING
+        self.assertEqual(classification.INTERRUPTED, self.classify(
+            _instance(task_state=task_states.REBUILDING),
+            _migration(1, 'failed'), entry=entry))
         entry.ending['releasing'] = True
         self.assertEqual(classification.ENDED, self.classify(
             _instance(task_state=None), _migration(1, 'failed'),
@@ -131,6 +139,33 @@ class TestClassify(test.NoDBTestCase):
     def test_failed(self):
         self.assertEqual(classification.FAILED, self.classify(
             _instance(task_state=None), _migration(1, 'failed')))
+
+    def test_died_after_nova_saved_the_spawned_instance(self):
+        """Issue 27, explorer cell ``evacuate Instance.save#5 die``.
+
+        nova cleared the task state after spawn (with the launch time),
+        then this host died before finish_evacuation: taken for an
+        operator's reset before, and only reported, the guest running here
+        and its allocation left. An operator's reset-state does not
+        launch the instance.
+        """
+        entry = journal.Entry(HOST, uuids.instance, uuids.migration, 1,
+                              spawning=True)
+        migration = _migration(1, 'pre-migrating')
+        migration.created_at = datetime.datetime(2026, 1, 1, 12, 0)
+        instance = _instance(task_state=None)
+        instance.launched_at = datetime.datetime(2026, 1, 1, 12, 1)
+        self.assertEqual(classification.INTERRUPTED, self.classify(
+            instance, migration, entry=entry))
+        # A reset-state: launched before the evacuation began.
+        instance.launched_at = datetime.datetime(2025, 1, 1)
+        self.assertEqual(classification.RESET, self.classify(
+            instance, migration, entry=entry))
+        # Not journaled as spawning: nothing of it was spawned here.
+        instance.launched_at = datetime.datetime(2026, 1, 1, 12, 1)
+        entry.spawning = False
+        self.assertEqual(classification.RESET, self.classify(
+            instance, migration, entry=entry))
 
     def test_newer_move_of_any_type(self):
         """Scenario 1: a record older than the newest move is history."""
@@ -209,9 +244,11 @@ class TestRecover(test.NoDBTestCase):
         self.writes = []
         self.useFixture(test.fixtures.MockPatch(
             'nova_evac_cleanup.journal.write',
-            side_effect=lambda entry: self.writes.append(
-                dict(entry.ending or {}, done=list(
-                    (entry.ending or {}).get('done', []))))))
+            side_effect=lambda entry, durable=False: (
+                self.durable.append(durable), self.writes.append(
+                    dict(entry.ending or {}, done=list(
+                        (entry.ending or {}).get('done', [])))))))
+        self.durable = []
         self.end = self.useFixture(test.fixtures.MockPatch(
             'nova_evac_cleanup.leftovers.end')).mock
         self.useFixture(test.fixtures.MockPatch(
@@ -230,7 +267,9 @@ class TestRecover(test.NoDBTestCase):
                     ('deallocate', self.fresh.task_state)) or True)
 
     def recover(self):
-        with mock.patch.object(
+        with mock.patch.object(objects.Instance,
+                               'drop_migration_context') as self.drop, \
+                mock.patch.object(
                 objects.Instance, 'save',
                 side_effect=lambda **kwargs: self.calls.append(
                     ('release', kwargs))) as save, \
@@ -273,10 +312,67 @@ class TestRecover(test.NoDBTestCase):
         self.assertEqual([[], ['migration'], ['migration', 'destroy'],
                           ['migration', 'destroy', 'volumes']],
                          [w['done'] for w in self.writes[:4]])
+        self.assertTrue(all(durable for durable in self.durable))
         self.assertEqual(held, self.writes[0]['task_state'])
         self.assertTrue(self.writes[-1]['releasing'])
         self.end.assert_called_once_with(self.manager.driver, self.entry,
                                          self.fresh)
+
+    def test_never_held_in_rebuilding(self):
+        """Issue 27, item 4: an HA retry during the ending is left alone.
+
+        nova's evacuate API sets ``rebuilding`` from any task state: a
+        retry that lands after the last check that the server is still
+        this evacuation's must fail the release, not be put into ERROR.
+        Before, the ending held the server in the task state it found,
+        ``rebuilding`` here, and its compare-and-swap let the retry's
+        ``rebuilding`` through.
+        """
+        self.fresh.task_state = task_states.REBUILDING
+        self.finding.instance.task_state = task_states.REBUILDING
+        database = {'task_state': task_states.REBUILDING}
+
+        def save(expected_task_state=None, **kwargs):
+            if database['task_state'] not in expected_task_state:
+                raise exception.UnexpectedTaskStateError(
+                    instance_uuid=uuids.instance,
+                    expected=expected_task_state,
+                    actual=database['task_state'])
+            database['task_state'] = self.fresh.task_state
+            self.calls.append(('save', expected_task_state))
+
+        def retry(*args):
+            # The HA tool's evacuation, through nova's API.
+            database['task_state'] = task_states.REBUILDING
+            self.calls.append(('fault', None))
+
+        with mock.patch.object(objects.Instance, 'save', side_effect=save), \
+                mock.patch.object(objects.Migration, 'get_by_id',
+                                  return_value=self.migration), \
+                mock.patch.object(objects.Migration, 'save'), \
+                mock.patch('nova.compute.utils.add_instance_fault_from_exc',
+                           side_effect=retry):
+            result = recovery.recover(self.manager, mock.sentinel.ctx,
+                                      self.finding)
+        self.assertFalse(result)
+        held = task_states.REBUILD_BLOCK_DEVICE_MAPPING
+        self.assertEqual(('save', [task_states.REBUILDING]), self.calls[0])
+        self.assertEqual(held, self.writes[0]['task_state'])
+        # The release's compare-and-swap failed: the retry keeps its state.
+        self.assertEqual(task_states.REBUILDING, database['task_state'])
+        self.assertEqual(classification.RESET, self.finding.kind)
+        self.end.assert_not_called()
+
+    def test_migration_context_dropped(self):
+        """Issue 27, item 4: as nova's MoveClaim.abort drops it.
+
+        Before, the ending left the instance a migration context naming a
+        failed evacuation to this host.
+        """
+        result, _save = self.recover()
+        self.assertTrue(result)
+        self.drop.assert_called_once_with()
+        self.assertIn('context', self.entry.ending['done'])
 
     def test_failed_step_keeps_the_server_held(self):
         self.manager.driver.destroy.side_effect = ValueError('libvirt')
@@ -317,6 +413,41 @@ class TestRecover(test.NoDBTestCase):
         self.assertEqual([], self.calls)
         self.end.assert_called_once_with(self.manager.driver, self.entry,
                                          self.fresh)
+
+
+class TestSettle(test.NoDBTestCase):
+
+    def test_failed_evacuation_allocation_removed(self):
+        """Issue 27, explorer cell ``spawn-fails * die source-first``.
+
+        nova's handler failed the migration, then this host died before
+        it removed this host's allocation; the source's start put the
+        server into ERROR. Before, the sweep only reported it: the
+        allocation stayed against this host for good.
+        """
+        manager = mock.Mock(host=HOST)
+        remove = manager.reportclient.\
+            remove_provider_tree_from_instance_allocation
+        remove.return_value = True
+        entry = journal.Entry(HOST, uuids.instance, uuids.migration, 1,
+                              shared_storage=False, spawning=True)
+        finding = findings.Finding(HOST, uuids.instance, entry=entry,
+                                   migration=_migration(1, 'failed'))
+        finding.kind = classification.FAILED
+        finding.instance = _instance(task_state=None)
+        finding.allocation_here = {uuids.rp: {'VCPU': 1}}
+        with mock.patch.object(journal, 'remove') as forget:
+            self.assertTrue(sweep.settle(manager, mock.sentinel.ctx,
+                                         finding))
+        remove.assert_called_once_with(mock.sentinel.ctx, uuids.instance,
+                                       uuids.rp)
+        forget.assert_called_once_with(entry)
+        # A guest left here keeps it all, for the operator.
+        finding.allocation_here = {uuids.rp: {'VCPU': 1}}
+        finding.guest = 'running'
+        remove.reset_mock()
+        self.assertFalse(sweep.settle(manager, mock.sentinel.ctx, finding))
+        remove.assert_not_called()
 
 
 class TestAuditReport(test.NoDBTestCase):
