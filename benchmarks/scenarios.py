@@ -42,6 +42,8 @@ from oslo_utils import timeutils
 from oslo_utils import uuidutils
 import sqlalchemy as sa
 
+from nova_evac_cleanup import evacuation
+from nova_evac_cleanup import failure
 from nova_evac_cleanup import manager
 from tests.harness import fake_libvirt
 from tests.harness import functional as base
@@ -117,19 +119,18 @@ class Scenarios(base.EvacuateTestCase):
 
     def _time_cleanup(self):
         """Record how long each cleanup of a failed evacuation takes."""
-        original = manager.EvacuateCleanupMixin._destroy_failed_evacuation
+        original = failure.destroy
         durations = self.cleanup_seconds
 
-        def timed(mgr, *args, **kwargs):
+        def timed(*args, **kwargs):
             started = time.perf_counter()
             try:
-                return original(mgr, *args, **kwargs)
+                return original(*args, **kwargs)
             finally:
                 durations.append(time.perf_counter() - started)
 
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_evac_cleanup.manager.EvacuateCleanupMixin.'
-            '_destroy_failed_evacuation', timed))
+            'nova_evac_cleanup.failure.destroy', timed))
 
     # Polling.
 
@@ -281,6 +282,143 @@ class Scenarios(base.EvacuateTestCase):
                 'cleanup_seconds': self.cleanup_seconds[cleanups_before:],
                 'left': self._debris(uuids[i * repeat:(i + 1) * repeat])}
         self.results['failure'] = results
+
+    # 6. Failure path, stock and fixed interleaved.
+
+    def test_failure_interleaved(self):
+        """Failed evacuations to a stock and a fixed destination, in turn.
+
+        One nova: compute1 and compute2 are destinations, one running
+        nova's own manager and the other this project's; the servers fail
+        to spawn on them one after the other (guest running, the whole
+        cleanup), the order alternating, then the two swap managers (both
+        restarted) and it goes again. Per evacuation: the time from the
+        API call to the server in ERROR with its fault, the SQL statements
+        on the destination's ``rebuild_instance`` thread (nova's cell
+        database, and placement), and, on the fixed one, the time and the
+        statements of the cleanup itself (``failure.destroy``,
+        ``failure.after_nova``, ``Evacuation.end``).
+        """
+        pairs, rounds = self.params['interleaved_pairs'], 2
+        other = 'compute2'
+        stock_manager = 'nova.compute.manager.ComputeManager'
+        fixed_manager = 'nova_evac_cleanup.manager.ComputeManager'
+        with fixtures.MonkeyPatch('nova.service.SERVICE_MANAGERS',
+                                  {'nova-compute': stock_manager}):
+            self.compute2 = self._start_compute(other)
+        uuids = self._boot_many(pairs * 2 * rounds)
+        self._fail_source()
+        counters = self._count_statements()
+        cleanup = collections.defaultdict(list)
+        for name, owner, attr in (
+                ('destroy', failure, 'destroy'),
+                ('after_nova', failure, 'after_nova'),
+                ('end', evacuation.Evacuation, 'end')):
+            self.useFixture(fixtures.MonkeyPatch(
+                '%s.%s' % (owner.__module__ + (
+                    '.' + owner.__name__ if isinstance(owner, type)
+                    else ''), attr),
+                self._timed(getattr(owner, attr), cleanup, counters)))
+        samples = []
+        fixed_host = DEST
+        for number in range(rounds):
+            if number:
+                # Swap: compute1 stock, compute2 fixed.
+                fixed_host = other
+                for host, path in ((DEST, stock_manager),
+                                   (other, fixed_manager)):
+                    with fixtures.MonkeyPatch(
+                            'nova.service.SERVICE_MANAGERS',
+                            {'nova-compute': path}):
+                        service = self.compute1 if host == DEST else \
+                            self.compute2
+                        restarted = self.restart_compute_service(service)
+                    if host == DEST:
+                        self.compute1 = restarted
+                    else:
+                        self.compute2 = restarted
+            services = {DEST: self.compute1, other: self.compute2}
+            batch = uuids[number * 2 * pairs:(number + 1) * 2 * pairs]
+            for i in range(pairs):
+                hosts = [fixed_host, DEST if fixed_host == other else other]
+                if i % 2:
+                    hosts.reverse()
+                for host, uuid in zip(hosts, batch[2 * i:2 * i + 2]):
+                    rebuilds = self._count_rebuilds(services[host], counters)
+                    del cleanup['seconds'][:], cleanup['statements'][:]
+                    self.world.inject_spawn_fault(host, 'wait_for_boot')
+                    started = time.perf_counter()
+                    self.admin_api.post_server_action(
+                        uuid, {'evacuate': {'host': host}})
+                    server = self._until(
+                        lambda: self._settled(uuid, 0), 'ERROR')
+                    seconds = time.perf_counter() - started
+                    # The destination's handler returns after the ERROR.
+                    self._until(lambda: rebuilds['done'], 'the handler')
+                    if server['status'] != 'ERROR':
+                        self.fail('evacuation to %s did not fail' % host)
+                    samples.append({
+                        'round': number, 'fixed': host == fixed_host,
+                        'host': host, 'seconds': seconds,
+                        'sql': rebuilds['statements'],
+                        'cleanup_seconds': sum(cleanup['seconds']),
+                        'cleanup_sql': sum(cleanup['statements']),
+                        'left': bool(self.world.domain_state(host, uuid) or
+                                     self.world.files(host, uuid))})
+        self.results['interleaved'] = samples
+
+    def _count_statements(self):
+        """SQL statements per green thread: the counters being kept."""
+        counters = []
+
+        def statement(conn, cursor, sql, parameters, context, many):
+            if sql.split(None, 1)[0].upper() in TRANSACTION_CONTROL:
+                return
+            current = greenlet.getcurrent()
+            for thread, counts in counters:
+                if thread is current:
+                    counts['statements'] += 1
+
+        sa.event.listen(sa.engine.Engine, 'before_cursor_execute',
+                        statement)
+        self.addCleanup(sa.event.remove, sa.engine.Engine,
+                        'before_cursor_execute', statement)
+        return counters
+
+    def _count_rebuilds(self, service, counters):
+        """Count the next rebuild_instance of ``service``'s manager."""
+        manager_ = service.manager
+        real = type(manager_).rebuild_instance.__get__(manager_)
+        counts = {'statements': 0, 'done': False}
+
+        def rebuild_instance(*args, **kwargs):
+            entry = (greenlet.getcurrent(), counts)
+            counters.append(entry)
+            try:
+                return real(*args, **kwargs)
+            finally:
+                counters.remove(entry)
+                counts['done'] = True
+
+        # The RPC dispatcher looks the method up on the manager object.
+        manager_.rebuild_instance = rebuild_instance
+        return counts
+
+    @staticmethod
+    def _timed(original, sink, counters):
+        @functools.wraps(original)
+        def timed(*args, **kwargs):
+            counts = {'statements': 0}
+            entry = (greenlet.getcurrent(), counts)
+            counters.append(entry)
+            started = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                sink['seconds'].append(time.perf_counter() - started)
+                counters.remove(entry)
+                sink['statements'].append(counts['statements'])
+        return timed
 
     # 3. Host evacuation.
 

@@ -114,7 +114,7 @@ demand.
 With ``[evacuate_cleanup] enabled = False`` the sweep only reports, whatever
 this option says, and so it does when nova-compute starts without its host
 lock (an audit held it for more than 60 seconds, or ``[oslo_concurrency]
-lock_path`` is unset or not writable).
+lock_path`` is unset or not writable) or without a usable ``journal_path``.
 
 Possible values:
 
@@ -149,10 +149,14 @@ at start-up is one this host's death interrupted: the proof the start-up
 sweep and ``audit --delete`` need before they act. It must be on storage
 local to this host, never on a shared instances path.
 
-If it cannot be written at start-up, an error is logged and nova-compute
-runs as nova's own compute manager, without the cleanup or the start-up
-sweep. A file in it that is not a readable entry of this host is logged and
-skipped; the other entries are still read.
+If it cannot be written (a full disk, a read-only or missing directory), an
+error is logged at start-up and for each evacuation, and the cleanup of a
+failed spawn still runs from what nova-compute knows in memory; only the
+recovery of an evacuation this host's death interrupts, and the refusal of
+kept leftovers, are lost while it cannot be written. On a filesystem other
+hosts mount (NFS, CephFS, GlusterFS...) a warning is logged at start-up. A
+file in it that is not a readable entry of this host is logged and skipped;
+the other entries are still read.
 
 Related options:
 

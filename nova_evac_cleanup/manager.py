@@ -83,7 +83,7 @@ class EvacuateCleanupMixin(object):
         # two rebuilds of one instance on one host at once.
         self._evacuations = {}
         self._host_lock = None
-        problems = nova_support.problems(spawn=self.driver.spawn)
+        problems = nova_support.problems()
         if problems:
             LOG.error('nova-evac-cleanup supports nova%s and cannot run on '
                       'this nova: %s. Running as nova\'s own compute '
@@ -187,7 +187,7 @@ class EvacuateCleanupMixin(object):
 
     def _spawn(self, real, *args, **kwargs):
         """The driver's spawn: claim the directory, note what happened."""
-        call = nova_support.spawn_arguments(real, args, kwargs)
+        call = nova_support.spawn_arguments(args, kwargs)
         evacuation = self._evacuations.get(
             getattr(call.get('instance'), 'uuid', None))
         if evacuation is None or evacuation.spawn is not None:

@@ -140,29 +140,27 @@ def nova_has_the_fix(manager_class=nova_manager.ComputeManager):
         'on_shared_storage' in inspect.signature(method).parameters)
 
 
-def spawn_problem(spawn=virt_driver.ComputeDriver.spawn):
-    """Why the driver's ``spawn`` cannot be watched, or None."""
-    missing = [name for name in SPAWN_ARGUMENTS
-               if name not in inspect.signature(spawn).parameters]
+def spawn_problem():
+    """Why the drivers' ``spawn`` cannot be watched, or None."""
+    parameters = inspect.signature(virt_driver.ComputeDriver.spawn).parameters
+    missing = [name for name in SPAWN_ARGUMENTS if name not in parameters]
     if missing:
         return 'the driver\'s spawn has no %s parameter' % ', '.join(missing)
     return None
 
 
-def spawn_arguments(spawn, args, kwargs):
-    """The arguments of a call of the driver's ``spawn``, by name.
+def spawn_arguments(args, kwargs):
+    """The arguments of a call of a driver's ``spawn``, by name.
 
-    Bound to its own parameters, or to nova's base driver's when it has
-    none of its own (a wrapper taking ``*args, **kwargs``).
+    Bound to the parameters of nova's base driver, the contract nova calls
+    every driver with (a driver, or a wrapper of it, may take ``*args,
+    **kwargs``).
 
     :returns: a dict; empty if the call does not fit
     """
-    signature = inspect.signature(spawn)
-    if 'instance' not in signature.parameters:
-        signature = inspect.signature(virt_driver.ComputeDriver.spawn)
-        args = (None,) + tuple(args)
     try:
-        return signature.bind(*args, **kwargs).arguments
+        return inspect.signature(virt_driver.ComputeDriver.spawn).bind(
+            None, *args, **kwargs).arguments
     except TypeError:
         return {}
 
@@ -201,10 +199,9 @@ def release_problem(release=None):
     return None
 
 
-def problems(manager_class=nova_manager.ComputeManager, spawn=None):
+def problems(manager_class=nova_manager.ComputeManager):
     """Why the cleanup cannot run on this nova; empty when it can.
 
-    :param spawn: the driver's ``spawn``; nova's base driver's by default
     :returns: a list of sentences
     """
     if nova_has_the_fix(manager_class):
@@ -216,8 +213,7 @@ def problems(manager_class=nova_manager.ComputeManager, spawn=None):
             'no such method' if found is None else
             '(%s)' % ', '.join(found))
         for name, expected, found in mismatches(manager_class)]
-    for problem in (release_problem(),
-                    spawn_problem(*([spawn] if spawn else []))):
+    for problem in (release_problem(), spawn_problem()):
         if problem:
             result.append(problem)
     return result

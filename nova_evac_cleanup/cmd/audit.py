@@ -16,61 +16,28 @@
 
 Reports, in the order of the orphaned-allocation runbook, what failed or
 interrupted evacuations to this host left behind, and with ``--delete``
-does what the start-up sweep (``[evacuate_cleanup] sweep_on_start``) does,
-through the same code (:mod:`nova_evac_cleanup.sweep`). Run it with the
-compute host's own configuration files, like nova-compute; its options
-(``--config-file``, ``--config-dir``, ``--debug``...) go before or after
-the command::
+does what the start-up sweep does, through the same code
+(:func:`nova_evac_cleanup.sweep.settle`). Run it with the compute host's
+own configuration files, like nova-compute; its options go before or
+after the command::
 
     nova-evac-cleanup --config-file /etc/nova/nova.conf audit
     nova-evac-cleanup audit --delete --config-file /etc/nova/nova.conf
 
-It loads the host's compute driver, and reaches the database directly when
-``[database] connection`` is set (as nova-manage does) or through
-nova-conductor otherwise (as nova-compute does).
-
-It never initialises the driver (no ``init_host``, which on libvirt powers
-down the dedicated CPUs no guest uses, under guests that still run), and
-without ``--delete`` it writes nothing anywhere (nova's shared-storage
-check, which writes a probe file, is never made). With ``--delete`` it
-takes the host's lock (:mod:`nova_evac_cleanup.host_lock`) and refuses to
-run while nova-compute holds it, whatever the service's state in the
-database says, then does what the start-up sweep does: it ends the
-interrupted evacuations this host journaled, finishes what a sweep or an
-audit killed half-way had begun, and forgets the entries nothing is left
-of.
+It loads the host's compute driver and reaches the database directly
+(``[database] connection``, as nova-manage does) or through nova-conductor
+(as nova-compute does). It never initialises the driver (libvirt's
+``init_host`` powers down the dedicated CPUs no guest uses, under guests
+that still run), and without ``--delete`` it writes nothing anywhere.
+With ``--delete`` it takes the host's lock
+(:mod:`nova_evac_cleanup.host_lock`) and refuses to run while nova-compute
+holds it, whatever the service's state in the database says.
 
 Before it loads anything it checks, without connecting anywhere, that it
-has a configuration: the files it is given exist and parse, or nova's
-default search found one; ``[placement]`` has credentials (an
-``auth_type`` and the options its plugin requires); a database is named
-(``[database] connection``, or ``[DEFAULT] transport_url`` to reach
-nova-conductor). Whether they answer is only known once it asks them: a
-database or nova-conductor that does not answer, or placement refusing
-the credentials, is an error (1) of the run.
-
-Only its report goes to standard output. nova's own log lines (its
-concurrency mode, the periodic tasks it skips, the manager it loads) are
-not on the terminal unless ``--debug``; a log file configured with
-``log_file`` or ``log_dir`` still gets them. An error is one line on
-standard error, and its traceback is printed only with ``--debug``.
-
-Exit codes:
-
-0
-    nothing found
-3
-    found: something is left (without ``--delete``, nothing was changed)
-4
-    found, and ``--delete`` ended all it may end
-1
-    something could not be done (one line on standard error says what)
-2
-    wrong command line (argparse's usage error)
-5
-    configuration problem: a configuration file missing or unreadable, none
-    found, no ``[placement]`` credentials, or no database (one line on
-    standard error names the file or the option)
+has a configuration (:mod:`nova_evac_cleanup.cmd.configuration`). Only its
+report goes to standard output; nova's own log lines stay off the terminal
+unless ``--debug``, and an error is one line on standard error. The exit
+codes are :data:`EXIT_CODES`, which ``--help`` prints.
 """
 
 import argparse

@@ -51,7 +51,7 @@ _SCRIPT = textwrap.dedent('''\
 
 AUDIT = 'nova-evac-cleanup'
 COMPUTE = 'nova-compute-evac-cleanup'
-#: The exit codes --help, the module docstring and the guide document.
+#: The exit codes --help and the guide document.
 EXIT_CODES = {
     0: 'nothing found',
     1: 'something could not be done',

@@ -37,7 +37,7 @@ from nova import exception
 from nova import objects
 from nova import test
 from nova.tests.unit import fake_instance
-from nova.virt import fake
+from nova.virt import driver as virt_driver
 import oslo_messaging as messaging
 from oslo_utils.fixture import uuidsentinel as uuids
 from oslo_utils import uuidutils
@@ -1200,12 +1200,12 @@ class TestChangedNova(RebuildTestCase):
         self.assertFalse(self.compute._watch_finish)
 
     def test_changed_driver_spawn(self):
-        """A driver whose spawn lost block_device_info: nova's own."""
+        """nova's drivers' spawn lost block_device_info: nova's own."""
         def spawn(self, context, instance, image_meta, injected_files,
                   admin_password, allocations, network_info=None):
             pass
 
-        with mock.patch.object(fake.FakeDriver, 'spawn', spawn):
+        with mock.patch.object(virt_driver.ComputeDriver, 'spawn', spawn):
             compute, log = self._manager_with_log()
         log.error.assert_called_once()
         message = log.error.call_args.args[0] % log.error.call_args.args[1:]
