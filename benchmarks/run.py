@@ -123,7 +123,7 @@ def run_scenario(method, fixed, args, quiet=False):
     import testtools
 
     import scenarios
-    from tests import reproduce
+    from tests.reproduce import cli as reproduce
 
     sink = {}
     cls = type('Bench%s%s' % ('Fixed' if fixed else 'Stock',
@@ -619,7 +619,7 @@ def main(argv=None):
     os.environ['OS_TEST_TIMEOUT'] = '0'
     # The harness and the reproduction are modules of the test tree.
     sys.path[:0] = [HERE, ROOT]
-    from tests import reproduce
+    from tests.reproduce import cli as reproduce
     reproduce.bootstrap()
     if args.from_json:
         with open(args.from_json) as raw:

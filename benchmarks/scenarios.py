@@ -310,15 +310,13 @@ class Scenarios(base.EvacuateTestCase):
         self._fail_source()
         counters = self._count_statements()
         cleanup = collections.defaultdict(list)
-        for name, owner, attr in (
-                ('destroy', failure, 'destroy'),
-                ('after_nova', failure, 'after_nova'),
-                ('end', evacuation.Evacuation, 'end')):
+        for path, original in (
+                ('nova_evac_cleanup.failure.destroy', failure.destroy),
+                ('nova_evac_cleanup.failure.after_nova', failure.after_nova),
+                ('nova_evac_cleanup.evacuation.Evacuation.end',
+                 evacuation.Evacuation.end)):
             self.useFixture(fixtures.MonkeyPatch(
-                '%s.%s' % (owner.__module__ + (
-                    '.' + owner.__name__ if isinstance(owner, type)
-                    else ''), attr),
-                self._timed(getattr(owner, attr), cleanup, counters)))
+                path, self._timed(original, cleanup, counters)))
         samples = []
         fixed_host = DEST
         for number in range(rounds):
@@ -354,13 +352,17 @@ class Scenarios(base.EvacuateTestCase):
                         lambda: self._settled(uuid, 0), 'ERROR')
                     seconds = time.perf_counter() - started
                     # The destination's handler returns after the ERROR.
-                    self._until(lambda: rebuilds['done'], 'the handler')
+                    deadline = time.monotonic() + 20
+                    while not rebuilds['done'] and (
+                            time.monotonic() < deadline):
+                        time.sleep(POLL)
                     if server['status'] != 'ERROR':
                         self.fail('evacuation to %s did not fail' % host)
                     samples.append({
                         'round': number, 'fixed': host == fixed_host,
                         'host': host, 'seconds': seconds,
                         'sql': rebuilds['statements'],
+                        'handler_ended': rebuilds['done'],
                         'cleanup_seconds': sum(cleanup['seconds']),
                         'cleanup_sql': sum(cleanup['statements']),
                         'left': bool(self.world.domain_state(host, uuid) or

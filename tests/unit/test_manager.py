@@ -244,6 +244,18 @@ class RebuildTestCase(test.NoDBTestCase):
                    if durable and entry['instance_uuid'] == uuid]
         return entry
 
+    def _init_host(self):
+        """The manager's start-up, nova's own mocked; its log, the sweep."""
+        self.flags(lock_path=self.useFixture(fixtures.TempDir()).path,
+                   group='oslo_concurrency')
+        self.addCleanup(lambda: host_lock.release(self.compute._host_lock))
+        with mock.patch.object(nova_manager.ComputeManager,
+                               'init_host'), \
+                mock.patch('nova_evac_cleanup.sweep.sweep') as sweep, \
+                mock.patch.object(manager, 'LOG') as log:
+            self.compute.init_host(None)
+        return log, sweep
+
     def _claimed(self):
         """Whether the evacuation created the instance directory."""
         return bool(self.before_spawn()['claim'])
@@ -1256,16 +1268,25 @@ class TestWithoutJournal(RebuildTestCase):
             block_device_info=self.new_bdi, destroy_disks=False)
 
     def test_start_up_says_so(self):
-        self.flags(lock_path=self.useFixture(fixtures.TempDir()).path,
-                   group='oslo_concurrency')
-        self.addCleanup(lambda: host_lock.release(self.compute._host_lock))
-        with mock.patch.object(nova_manager.ComputeManager,
-                               'init_host'), \
-                mock.patch('nova_evac_cleanup.sweep.sweep') as sweep, \
-                mock.patch.object(manager, 'LOG') as log:
-            self.compute.init_host(None)
+        log, sweep = self._init_host()
         log.error.assert_called_once()
         message = log.error.call_args.args[0] % log.error.call_args.args[1:]
         self.assertIn('the cleanup of a failed spawn still runs', message)
         self.assertIn('No space left', message)
         self.assertEqual('report', sweep.call_args.args[2])
+
+
+class TestJournalOnASharedFilesystem(RebuildTestCase):
+    """Issue 27, item 6: a journal other hosts may mount is told."""
+
+    def test_start_up_warns(self):
+        with mock.patch('nova_evac_cleanup.journal.shared_filesystem',
+                        return_value='nfs4'):
+            log, sweep = self._init_host()
+        log.warning.assert_called_once()
+        message = (log.warning.call_args.args[0] %
+                   log.warning.call_args.args[1:])
+        self.assertIn('nfs4', message)
+        self.assertIn('must be local', message)
+        log.error.assert_not_called()
+        self.assertEqual('clean', sweep.call_args.args[2])
