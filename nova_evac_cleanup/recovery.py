@@ -15,42 +15,28 @@
 """End evacuations to this host that this host's death interrupted.
 
 When the destination's nova-compute dies in the middle of an evacuation no
-exception handler runs. The instance stays in a rebuild task state on its
-source host, the migration stays ``pre-migrating`` (or a source that came
-back first marks it ``completed``), and the destination keeps the guest,
-the instance files and its placement allocation.
+exception handler runs: the instance stays in a rebuild task state on its
+source host, the migration ``pre-migrating`` (or ``completed``, by a
+source that came back first), and the destination keeps the guest, the
+files and its allocation. :func:`recover` ends such an evacuation, found
+and classified by :mod:`nova_evac_cleanup.findings`, as nova ends one whose
+spawn raised, in steps that can each run again (:data:`STEPS`): the
+migration ``failed`` (a ``completed`` one is never rewritten), the guest
+destroyed (its disks only with the ownership proof, taken then), this
+host's volume connections released, its allocation removed, the migration
+context dropped, the fault recorded and, last, the server released (ERROR,
+no task state).
 
-:func:`recover` ends such an evacuation, found and classified by
-:mod:`nova_evac_cleanup.findings`, as nova ends one whose spawn raised,
-in steps that each can run again (:data:`STEPS`):
-
-1. the migration ``pre-migrating`` to ``failed`` (read again right before;
-   a ``completed`` one is never rewritten): the source's start-up then no
-   longer takes the evacuation for done and keeps its copy;
-2. the guest destroyed, on this host's view of the instance, its disks
-   removed only with proof, taken now, that their directory is the
-   evacuation's own (:mod:`nova_evac_cleanup.ownership`);
-3. this host's volume connections released
-   (:mod:`nova_evac_cleanup.unwind`);
-4. this host's allocation removed;
-5. the instance fault recorded;
-6. last, the server released: ERROR with no task state, a compare-and-swap
-   on the task state the evacuation held.
-
-The server stays claimed by its rebuild task state until that last step,
-so no HA tool or operator action can move it while this host acts on it.
-Before the first step the journal entry records that this host is ending
-the evacuation and which task state it holds, and after each step how far
-it got: a process that dies half-way leaves a record the next start (or
-``audit --delete``) reads as its own and finishes, never one that looks
-like an operator's reset. A step that fails stops the ending with the
-server still claimed, except the volumes and the fault, which are logged
-with what to run by hand: the next start or ``audit --delete`` goes on
-from there.
-
-Allocations are not healed here: a simplified copy of ``nova-manage
-placement heal_allocations`` would miss port resource requests and PCI
-devices, so the exact command is reported instead.
+The server is held in a task state from the first step to the release, a
+compare-and-swap; never ``rebuilding``, which nova's evacuate API sets
+from any task state, so that an HA tool's evacuation since fails the
+release instead of being put into ERROR by it. The journal entry records,
+durably, the ending before its first step and each step done: a process
+that dies half-way leaves a record the next start (or ``audit --delete``)
+finishes, never one that looks like an operator's reset. The server is
+read again before each step and left alone once it moved on. Allocations
+are not healed here (``nova-manage placement heal_allocations`` knows
+every resource an instance consumes): the command is reported.
 """
 
 from nova.compute import task_states
