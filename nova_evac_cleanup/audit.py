@@ -52,8 +52,14 @@ def report(manager, context, delete=False):
 
     :returns: a dict, the report
     """
-    found, examined = findings.find(manager, context, history=True)
+    found, examined = findings.find(manager, context)
     nodes = findings.nodes(manager, context)
+    known = {f.instance_uuid for f in found}
+    guests, count = foreign_guests(manager, context, known)
+    known.update(f.instance_uuid for f in guests)
+    records, seen = _history(manager, context, known, nodes)
+    found += guests + records
+    examined += count + seen
     if delete:
         for finding in found:
             sweep.settle(manager, context, finding)
@@ -109,3 +115,152 @@ def _orphaned(manager, context, nodes, found):
                 'evacuation_finding': consumer in handled,
             })
     return result
+
+
+def foreign_guests(manager, context, known):
+    """Guests on this hypervisor of instances hosted elsewhere.
+
+    nova's start-up destroys the guests of instances evacuated from this
+    host; the guest of an evacuation to this host that failed and kept it
+    (the cleanup disabled, or its destroy failed) is left, and reported.
+    Costs one hypervisor listing and one query, whatever the history.
+
+    :param known: instance uuids already examined
+    :returns: the findings to report, and the number of guests looked at
+    """
+    uuids = set(manager.driver.list_instance_uuids()) - set(known)
+    if not uuids:
+        return [], 0
+    # Sorted by uuid, the query is served by the uuid index alone, whatever
+    # the number of instances in the cell (nova's default sort, newest
+    # first, walks them all).
+    instances = objects.InstanceList.get_by_filters(
+        context, {'uuid': sorted(uuids), 'deleted': False},
+        expected_attrs=[], sort_keys=['uuid'], sort_dirs=['asc'])
+    foreign = [i for i in instances if i.host != manager.host]
+    host_nodes = findings.nodes(manager, context) if foreign else []
+    found = [_record_finding(manager, context, instance.uuid, host_nodes)
+             for instance in foreign]
+    return [f for f in found if f is not None], len(uuids)
+
+
+def _history(manager, context, known, host_nodes):
+    """Evacuation records to this host that left no journal entry.
+
+    Reported, never acted on: interrupted before this host journaled
+    evacuations (stock nova, the patch series, the cleanup disabled).
+    """
+    found, examined = [], 0
+    for migration in objects.MigrationList.get_by_filters(
+            context, {'host': manager.host,
+                      'migration_type': classification.EVACUATION},
+            sort_keys=['created_at', 'id'], sort_dirs=['desc', 'desc']):
+        examined += 1
+        if (migration.dest_compute != manager.host or
+                migration.instance_uuid in known):
+            continue
+        known.add(migration.instance_uuid)
+        finding = _record_finding(manager, context, migration.instance_uuid,
+                                  host_nodes, migration=migration)
+        if finding is not None:
+            found.append(finding)
+    return found, examined
+
+
+def _record_finding(manager, context, instance_uuid, host_nodes,
+                    migration=None):
+    """A finding for what the database alone shows; reported, never acted on.
+
+    :returns: a Finding, or None when nothing of it is left on this host
+    """
+    finding = findings.Finding(manager.host, instance_uuid)
+    if migration is None:
+        evacuations = objects.MigrationList.get_by_filters(
+            context, {'instance_uuid': instance_uuid,
+                      'migration_type': classification.EVACUATION,
+                      'host': manager.host},
+            sort_keys=['created_at', 'id'], sort_dirs=['desc', 'desc'])
+        migration = next((m for m in evacuations
+                          if m.dest_compute == manager.host), None)
+    finding.migration = migration
+    findings.load(context, finding)
+    findings.describe(manager, context, finding, host_nodes)
+    if finding.kind in classification.NOVAS_OWN:
+        return None
+    if not finding.left_here():
+        return None
+    if finding.kind == classification.INTERRUPTED:
+        # Interrupted before this host journaled evacuations (stock nova,
+        # the patch series, or the cleanup disabled): no proof to act on.
+        finding.kind = classification.UNJOURNALED
+        finding.reason = ('interrupted, but this host holds no journal entry '
+                          'of it')
+        finding.actions = []
+        finding.commands = findings.commands(finding)
+    return finding
+
+
+def text(report):
+    """The report as text, in the runbook's order."""
+    lines = []
+    add = lines.append
+    host = report['host']
+    add('Evacuations to %s (nova-compute there is %s)' % (
+        host, 'up' if report['compute_service_up'] else 'down'))
+    if not report['evacuations']:
+        add('  nothing left by failed or interrupted evacuations')
+    # 1. Leftovers on this host.
+    add('')
+    add('1. Leftovers of failed or interrupted evacuations on %s' % host)
+    for e in report['evacuations']:
+        add('  instance %s: %s, migration %s (%s) from %s' % (
+            e['instance'], e['kind'], e['migration'],
+            e['migration_status'], e['source_compute']))
+        add('    %s' % e['reason'])
+        add('    guest: %s' % (e['guest'] or 'none'))
+        for path, size in sorted(e['files'].items()):
+            add('    file: %s (%d bytes)' % (path, size))
+        add('    disks: %s' % e['disks'])
+        if e['refuses_evacuations']:
+            add('    refuses the next evacuation of this server to %s until '
+                'it is removed' % host)
+        for rp, resources in sorted(e['allocation_here'].items()):
+            add('    allocation against %s: %s' % (rp, resources))
+    # 2. Where each instance is.
+    add('')
+    add('2. Instances')
+    for e in report['evacuations']:
+        if not e['instance_exists']:
+            add('  %s: deleted' % e['instance'])
+        else:
+            add('  %s: on %s, %s, task state %s' % (
+                e['instance'], e['instance_host'], e['vm_state'],
+                e['task_state']))
+    # 3. Allocations.
+    add('')
+    add('3. Allocations')
+    for o in report['orphaned_allocations']:
+        add('  orphaned: consumer %s on %s: %s%s' % (
+            o['consumer'], o['provider'], o['resources'],
+            ' (an evacuation above)' if o['evacuation_finding'] else
+            '; check it, then: nova-manage placement audit --delete '
+            '--resource_provider %s' % o['provider']))
+    for uuid in report['missing_allocations']:
+        add('  missing: instance %s %s no allocation; '
+            'nova-manage placement heal_allocations --instance %s' % (
+                uuid, 'has' if report['delete'] else 'would have', uuid))
+    if not (report['orphaned_allocations'] or
+            report['missing_allocations']):
+        add('  none orphaned or missing')
+    # 4. What --delete does.
+    add('')
+    add('4. %s' % ('Done (--delete)' if report['delete'] else
+                   'What --delete would do'))
+    for e in report['evacuations']:
+        for item in (e['done'] if report['delete'] else e['actions']):
+            add('  %s: %s' % (e['instance'], item))
+        for command in e['commands']:
+            add('  %s: by hand, once checked: %s' % (e['instance'], command))
+        for error in e['errors']:
+            add('  %s: NOT DONE: %s' % (e['instance'], error))
+    return '\n'.join(lines) + '\n'

@@ -243,101 +243,13 @@ def examine(manager, context, entry, host_nodes):
     return finding
 
 
-def foreign_guests(manager, context, known):
-    """Guests on this hypervisor of instances hosted elsewhere.
+def find(manager, context):
+    """The evacuations this host journaled: to end, or to report.
 
-    nova's start-up destroys the guests of instances evacuated from this
-    host; the guest of an evacuation to this host that failed and kept it
-    (the cleanup disabled, or its destroy failed) is left, and reported.
-    Costs one hypervisor listing and one query, whatever the history.
-
-    :param known: instance uuids already examined
-    :returns: the findings to report, and the number of guests looked at
-    """
-    uuids = set(manager.driver.list_instance_uuids()) - set(known)
-    if not uuids:
-        return [], 0
-    # Sorted by uuid, the query is served by the uuid index alone, whatever
-    # the number of instances in the cell (nova's default sort, newest
-    # first, walks them all).
-    instances = objects.InstanceList.get_by_filters(
-        context, {'uuid': sorted(uuids), 'deleted': False},
-        expected_attrs=[], sort_keys=['uuid'], sort_dirs=['asc'])
-    foreign = [i for i in instances if i.host != manager.host]
-    host_nodes = nodes(manager, context) if foreign else []
-    found = [_record_finding(manager, context, instance.uuid, host_nodes)
-             for instance in foreign]
-    return [f for f in found if f is not None], len(uuids)
-
-
-def find(manager, context, guests=True, history=False):
-    """The evacuations to this host to end or report.
-
-    :param guests: also report the guests of instances hosted elsewhere
-    :param history: also report evacuation records to this host that left
-        no journal entry (the audit); never acted on
     :returns: ``(findings, examined)``, examined being the number of
-        journal entries, guests and records looked at
+        journal entries looked at
     """
-    host = manager.host
-    entries = journal.entries(host)
-    host_nodes = nodes(manager, context) if entries or history else []
-    found = [examine(manager, context, entry, host_nodes)
-             for entry in entries]
-    examined = len(entries)
-    known = {f.instance_uuid for f in found}
-    if guests:
-        reported, count = foreign_guests(manager, context, known)
-        examined += count
-        found.extend(reported)
-        known.update(f.instance_uuid for f in reported)
-    if history:
-        migrations = objects.MigrationList.get_by_filters(
-            context, {'host': host,
-                      'migration_type': classification.EVACUATION},
-            sort_keys=['created_at', 'id'], sort_dirs=['desc', 'desc'])
-        for migration in migrations:
-            examined += 1
-            if (migration.dest_compute != host or
-                    migration.instance_uuid in known):
-                continue
-            known.add(migration.instance_uuid)
-            finding = _record_finding(manager, context,
-                                      migration.instance_uuid, host_nodes,
-                                      migration=migration)
-            if finding is not None:
-                found.append(finding)
-    return found, examined
-
-
-def _record_finding(manager, context, instance_uuid, host_nodes,
-                    migration=None):
-    """A finding for what the database alone shows; reported, never acted on.
-
-    :returns: a Finding, or None when nothing of it is left on this host
-    """
-    finding = Finding(manager.host, instance_uuid)
-    if migration is None:
-        evacuations = objects.MigrationList.get_by_filters(
-            context, {'instance_uuid': instance_uuid,
-                      'migration_type': classification.EVACUATION,
-                      'host': manager.host},
-            sort_keys=['created_at', 'id'], sort_dirs=['desc', 'desc'])
-        migration = next((m for m in evacuations
-                          if m.dest_compute == manager.host), None)
-    finding.migration = migration
-    load(context, finding)
-    describe(manager, context, finding, host_nodes)
-    if finding.kind in classification.NOVAS_OWN:
-        return None
-    if not finding.left_here():
-        return None
-    if finding.kind == classification.INTERRUPTED:
-        # Interrupted before this host journaled evacuations (stock nova,
-        # the patch series, or the cleanup disabled): no proof to act on.
-        finding.kind = classification.UNJOURNALED
-        finding.reason = ('interrupted, but this host holds no journal entry '
-                          'of it')
-        finding.actions = []
-        finding.commands = commands(finding)
-    return finding
+    entries = journal.entries(manager.host)
+    host_nodes = nodes(manager, context) if entries else []
+    return ([examine(manager, context, entry, host_nodes)
+             for entry in entries], len(entries))

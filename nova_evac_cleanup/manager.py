@@ -65,16 +65,12 @@ class EvacuateCleanupMixin(object):
     Mix this in before nova's ``ComputeManager``. The guest of an
     evacuation whose ``driver.spawn`` raised, or that failed after it
     returned and before nova recorded the instance here, is destroyed with
-    the block device info spawn was given, on this host's view of the
-    instance, and its disks only with proof, taken then, that the
-    evacuation created their directory (:mod:`nova_evac_cleanup.
-    ownership`). The original error is re-raised unchanged.
-
-    It does nothing for a plain rebuild, a failure before spawn (nova cleans
-    those up), a successful evacuation, or when ``[evacuate_cleanup]
-    enabled`` is False. On a nova it was not written for, it logs one error
-    at start-up and behaves as nova's own manager
-    (:mod:`nova_evac_cleanup.nova_support`).
+    the block device info spawn was given, its disks only with proof that
+    the evacuation created their directory; the original error is
+    re-raised. Nothing changes for a plain rebuild, a failure before spawn
+    (nova cleans those up), a successful evacuation, ``[evacuate_cleanup]
+    enabled = False``, or a nova it was not written for (one error at
+    start-up: :mod:`nova_evac_cleanup.nova_support`).
     """
 
     def __init__(self, *args, **kwargs):

@@ -20,7 +20,8 @@ source host, the migration ``pre-migrating`` (or ``completed``, by a
 source that came back first), and the destination keeps the guest, the
 files and its allocation. :func:`recover` ends such an evacuation, found
 and classified by :mod:`nova_evac_cleanup.findings`, as nova ends one whose
-spawn raised, in steps that can each run again (:data:`STEPS`): the
+spawn raised, in steps that can each run again
+(:data:`nova_evac_cleanup.ending.STEPS`): the
 migration ``failed`` (a ``completed`` one is never rewritten), the guest
 destroyed (its disks only with the ownership proof, taken then), this
 host's volume connections released, its allocation removed, the migration
@@ -40,36 +41,18 @@ every resource an instance consumes): the command is reported.
 """
 
 from nova.compute import task_states
-from nova.compute import utils as compute_utils
-from nova.compute import vm_states
-from nova import exception
-from nova import objects
 from oslo_config import cfg
 from oslo_log import log as logging
 
 from nova_evac_cleanup import classification
+from nova_evac_cleanup import ending
 from nova_evac_cleanup import findings
-from nova_evac_cleanup import guest
 from nova_evac_cleanup import journal
 from nova_evac_cleanup import leftovers
-from nova_evac_cleanup import ownership
 from nova_evac_cleanup import runbook
-from nova_evac_cleanup import unwind
 
 CONF = cfg.CONF
 LOG = logging.getLogger(__name__)
-
-
-class EvacuationFailedThenInterrupted(exception.NovaException):
-    msg_fmt = ('%(error)s (the evacuation to %(host)s failed so, and '
-               'nova-compute on %(host)s stopped before it had ended it; it '
-               'was ended when it started again)')
-
-
-class EvacuationInterrupted(exception.NovaException):
-    msg_fmt = ('The evacuation to %(host)s was interrupted: nova-compute on '
-               '%(host)s stopped before the guest was spawned. The guest '
-               'there was cleaned up when it started again.')
 
 
 def recover(manager, context, finding):
@@ -114,7 +97,7 @@ def recover(manager, context, finding):
     network_info = instance.get_network_info()
     block_device_info = manager._get_instance_block_device_info(
         context, instance)
-    for name, step, required in STEPS:
+    for name, step, required in ending.STEPS:
         if name in entry.ending['done']:
             continue
         # nova's evacuate API does not check the task state: an HA tool
@@ -135,7 +118,8 @@ def recover(manager, context, finding):
             return False
     entry.ending['releasing'] = True
     if not (_step(finding, 'journal', _write, entry) and
-            _step(finding, 'release', _release, manager, context, finding,
+            _step(finding, 'release', ending.release, manager, context,
+                  finding,
                   held)):
         return False
     _report_missing_allocation(manager, context, finding)
@@ -205,137 +189,6 @@ def _step(finding, name, step, *args):
         finding.errors.append('%s: %s' % (name, error))
         return False
     return True
-
-
-def _fail_migration(manager, context, finding, network_info,
-                    block_device_info):
-    """A migration in progress to ``failed``; nothing else is rewritten.
-
-    ``accepted`` or ``pre-migrating``: the evacuation died before or
-    during its rebuild code.
-
-    nova's objects have no conditional update of a migration: it is read
-    again right before it is written, and left alone if it moved on.
-    """
-    migration = objects.Migration.get_by_id(context, finding.migration.id)
-    finding.migration = migration
-    if migration.status not in ('accepted', 'pre-migrating'):
-        LOG.info('Evacuation %s to %s: migration left %s', migration.uuid,
-                 finding.host, migration.status,
-                 instance_uuid=finding.instance_uuid)
-        return
-    previous = migration.status
-    migration.status = 'failed'
-    migration.save()
-    LOG.info('Evacuation %s to %s: migration set from %s to failed',
-             migration.uuid, finding.host, previous,
-             instance_uuid=finding.instance_uuid)
-    finding.done.append('set migration %s from %s to failed' % (
-        migration.uuid, previous))
-
-
-def _destroy(manager, context, finding, network_info, block_device_info):
-    instance = finding.instance
-    present = leftovers.guest_state(manager.driver, instance)
-    # Proof of ownership, taken now.
-    owns, why = ownership.proof(finding.entry)
-    path = ownership.instance_path(instance.uuid)
-    files = ownership.contents(path) if owns else {}
-    guest.destroy(manager.driver, context, instance, network_info,
-                  block_device_info, owns)
-    what = ('destroyed the %s guest' % present if present else
-            'no guest was defined; disconnected what spawn had connected')
-    if owns:
-        removed = 'removed %s: %d files, %d bytes' % (
-            path, len(files), sum(size or 0 for size in files.values()))
-    else:
-        removed = 'kept the instance files: %s' % why
-    LOG.info('Evacuation %s to %s: %s; %s', finding.migration_uuid,
-             finding.host, what, removed, instance=instance)
-    finding.done.append('%s; %s' % (what, removed))
-
-
-def _unwind(manager, context, finding, network_info, block_device_info):
-    """This host's volume connections released."""
-    done, commands = unwind.unwind(manager, context, finding.instance,
-                                   finding.instance.host)
-    finding.done.extend(done)
-    finding.commands.extend(commands)
-
-
-def deallocate(manager, context, finding, network_info=None,
-               block_device_info=None):
-    remove = manager.reportclient.remove_provider_tree_from_instance_allocation
-    for rp, resources in sorted(finding.allocation_here.items()):
-        if not remove(context, finding.instance_uuid, rp):
-            raise exception.AllocationDeleteFailed(
-                consumer_uuid=finding.instance_uuid,
-                error='could not remove the allocation against %s' % rp)
-        LOG.info('Evacuation %s to %s: removed the allocation against %s '
-                 '(%s)', finding.migration_uuid, finding.host, rp,
-                 resources, instance_uuid=finding.instance_uuid)
-        finding.done.append('removed the allocation against %s' % rp)
-
-
-def _drop_context(manager, context, finding, network_info,
-                  block_device_info):
-    """The migration context dropped, as nova's ``MoveClaim.abort`` does.
-
-    Only while it names the migration: the server is held, and a newer
-    move's context is another's.
-    """
-    instance = finding.instance
-    if instance.migration_context is not None and (
-            instance.migration_context.migration_id == finding.migration.id):
-        instance.drop_migration_context()
-        finding.done.append('dropped the migration context')
-
-
-def _record_fault(manager, context, finding, network_info,
-                  block_device_info):
-    """The fault: the evacuation's own error if it had one, or its death."""
-    error = finding.entry.error
-    compute_utils.add_instance_fault_from_exc(
-        context, finding.instance,
-        EvacuationFailedThenInterrupted(host=finding.host, error=error)
-        if error else EvacuationInterrupted(host=finding.host))
-
-
-#: The steps that end an interrupted evacuation, in order: name, function,
-#: and whether the server must stay claimed when it fails.
-STEPS = (
-    ('migration', _fail_migration, True),
-    ('destroy', _destroy, True),
-    ('volumes', _unwind, False),
-    ('allocation', deallocate, True),
-    ('context', _drop_context, False),
-    ('fault', _record_fault, False),
-)
-
-
-def _release(manager, context, finding, classified):
-    """ERROR with no task state, if the task state is still ``classified``.
-
-    The last write: a compare-and-swap, so that an operator's action since
-    the instance was read is never overwritten.
-    """
-    instance = finding.instance
-    previous = instance.vm_state
-    instance.vm_state = vm_states.ERROR
-    instance.task_state = None
-    try:
-        instance.save(expected_task_state=[classified])
-    except (exception.UnexpectedTaskStateError,
-            exception.InstanceNotFound) as error:
-        finding.kind = classification.RESET
-        finding.reason = 'changed while being ended: %s' % error
-        raise
-    LOG.warning('Evacuation %s to %s was interrupted by the death of its '
-                'compute service: instance set from %s/%s to ERROR on %s',
-                finding.migration_uuid, finding.host, previous, classified,
-                instance.host, instance=instance)
-    finding.done.append('set the instance from %s/%s to error/None' % (
-        previous, classified))
 
 
 def _report_missing_allocation(manager, context, finding):

@@ -28,6 +28,7 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from nova_evac_cleanup import classification
+from nova_evac_cleanup import ending
 from nova_evac_cleanup import findings
 from nova_evac_cleanup import finish
 from nova_evac_cleanup import journal
@@ -54,7 +55,7 @@ def sweep(manager, context, mode):
                  'only reports')
         mode = 'report'
     try:
-        found, examined = findings.find(manager, context, guests=False)
+        found, examined = findings.find(manager, context)
     except Exception:
         LOG.exception('Could not look for interrupted evacuations to %s',
                       manager.host)
@@ -113,7 +114,7 @@ def settle(manager, context, finding):
         # it removed this host's allocation (the source may have put the
         # server into ERROR since): what it had left to do.
         try:
-            recovery.deallocate(manager, context, finding)
+            ending.deallocate(manager, context, finding)
         except Exception as error:
             LOG.exception('Could not remove the allocation of the failed '
                           'evacuation %s against %s', finding.migration_uuid,

@@ -133,7 +133,7 @@ def run(delete=False, as_json=False, out=None, host=None, compute=None):
     if as_json:
         out.write(json.dumps(report, indent=2, sort_keys=True) + '\n')
     else:
-        out.write(format_report(report))
+        out.write(audit.text(report))
     return return_code(report)
 
 
@@ -147,72 +147,6 @@ def return_code(report):
             e['ended'] for e in evacuations):
         return ENDED
     return FOUND
-
-
-def format_report(report):
-    """The report as text, in the runbook's order."""
-    lines = []
-    add = lines.append
-    host = report['host']
-    add('Evacuations to %s (nova-compute there is %s)' % (
-        host, 'up' if report['compute_service_up'] else 'down'))
-    if not report['evacuations']:
-        add('  nothing left by failed or interrupted evacuations')
-    # 1. Leftovers on this host.
-    add('')
-    add('1. Leftovers of failed or interrupted evacuations on %s' % host)
-    for e in report['evacuations']:
-        add('  instance %s: %s, migration %s (%s) from %s' % (
-            e['instance'], e['kind'], e['migration'],
-            e['migration_status'], e['source_compute']))
-        add('    %s' % e['reason'])
-        add('    guest: %s' % (e['guest'] or 'none'))
-        for path, size in sorted(e['files'].items()):
-            add('    file: %s (%d bytes)' % (path, size))
-        add('    disks: %s' % e['disks'])
-        if e['refuses_evacuations']:
-            add('    refuses the next evacuation of this server to %s until '
-                'it is removed' % host)
-        for rp, resources in sorted(e['allocation_here'].items()):
-            add('    allocation against %s: %s' % (rp, resources))
-    # 2. Where each instance is.
-    add('')
-    add('2. Instances')
-    for e in report['evacuations']:
-        if not e['instance_exists']:
-            add('  %s: deleted' % e['instance'])
-        else:
-            add('  %s: on %s, %s, task state %s' % (
-                e['instance'], e['instance_host'], e['vm_state'],
-                e['task_state']))
-    # 3. Allocations.
-    add('')
-    add('3. Allocations')
-    for o in report['orphaned_allocations']:
-        add('  orphaned: consumer %s on %s: %s%s' % (
-            o['consumer'], o['provider'], o['resources'],
-            ' (an evacuation above)' if o['evacuation_finding'] else
-            '; check it, then: nova-manage placement audit --delete '
-            '--resource_provider %s' % o['provider']))
-    for uuid in report['missing_allocations']:
-        add('  missing: instance %s %s no allocation; '
-            'nova-manage placement heal_allocations --instance %s' % (
-                uuid, 'has' if report['delete'] else 'would have', uuid))
-    if not (report['orphaned_allocations'] or
-            report['missing_allocations']):
-        add('  none orphaned or missing')
-    # 4. What --delete does.
-    add('')
-    add('4. %s' % ('Done (--delete)' if report['delete'] else
-                   'What --delete would do'))
-    for e in report['evacuations']:
-        for item in (e['done'] if report['delete'] else e['actions']):
-            add('  %s: %s' % (e['instance'], item))
-        for command in e['commands']:
-            add('  %s: by hand, once checked: %s' % (e['instance'], command))
-        for error in e['errors']:
-            add('  %s: NOT DONE: %s' % (e['instance'], error))
-    return '\n'.join(lines) + '\n'
 
 
 def _add_parsers(subparsers):
@@ -382,21 +316,4 @@ def main(argv=None):
         return run(delete=conf.command.delete, as_json=conf.command.json)
     except Exception as error:
         # One clear line, not a traceback; --debug prints the traceback.
-        return _fail(FAILED, describe(error), debug)
-
-
-def describe(error):
-    """One line saying what went wrong, and where to look."""
-    text = ' '.join(str(error).split()) or repr(error)
-    line = '%s: %s' % (type(error).__name__, text)
-    module = type(error).__module__ or ''
-    if module.startswith(('keystoneauth1', 'openstack')):
-        line += (' (placement: check the [placement] options of the '
-                 'configuration: auth_type, auth_url and credentials, or '
-                 'endpoint_override)')
-    elif module.startswith('oslo_messaging'):
-        line += (' (nova-conductor: check that it runs and [DEFAULT] '
-                 'transport_url, or set [database] connection)')
-    elif module.startswith(('oslo_db', 'sqlalchemy')):
-        line += ' (database: check [database] connection)'
-    return line
+        return _fail(FAILED, configuration.describe(error), debug)

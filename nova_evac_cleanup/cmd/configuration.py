@@ -89,3 +89,20 @@ def problem(conf):
                     '[DEFAULT] transport_url (to go through nova-conductor) '
                     'is set in %s' % files)
     return None
+
+
+def describe(error):
+    """One line saying what went wrong, and where to look."""
+    text = ' '.join(str(error).split()) or repr(error)
+    line = '%s: %s' % (type(error).__name__, text)
+    module = type(error).__module__ or ''
+    if module.startswith(('keystoneauth1', 'openstack')):
+        line += (' (placement: check the [placement] options of the '
+                 'configuration: auth_type, auth_url and credentials, or '
+                 'endpoint_override)')
+    elif module.startswith('oslo_messaging'):
+        line += (' (nova-conductor: check that it runs and [DEFAULT] '
+                 'transport_url, or set [database] connection)')
+    elif module.startswith(('oslo_db', 'sqlalchemy')):
+        line += ' (database: check [database] connection)'
+    return line

@@ -26,10 +26,10 @@ from nova import test
 from oslo_utils.fixture import uuidsentinel as uuids
 
 from nova_evac_cleanup import classification
+from nova_evac_cleanup import ending
 from nova_evac_cleanup import findings
 from nova_evac_cleanup import finish
 from nova_evac_cleanup import journal
-from nova_evac_cleanup import recovery
 from nova_evac_cleanup import sweep
 
 
@@ -99,8 +99,8 @@ class TestFaultOfAFailedEvacuation(test.NoDBTestCase):
         finding.instance = mock.sentinel.instance
         with mock.patch('nova.compute.utils.add_instance_fault_from_exc'
                         ) as add:
-            recovery._record_fault(None, mock.sentinel.context, finding,
-                                   None, None)
+            ending.record_fault(None, mock.sentinel.context, finding,
+                                None, None)
         error = add.call_args.args[2]
         self.assertTrue(error.format_message().startswith(
             'FakeLibvirtError: boom'))

@@ -23,8 +23,10 @@ from nova import objects
 from nova import test
 from oslo_utils.fixture import uuidsentinel as uuids
 
+from nova_evac_cleanup import audit
 from nova_evac_cleanup import classification
 from nova_evac_cleanup.cmd import audit as audit_cmd
+from nova_evac_cleanup import ending
 from nova_evac_cleanup import findings
 from nova_evac_cleanup import journal
 from nova_evac_cleanup import recovery
@@ -406,7 +408,7 @@ class TestRecover(test.NoDBTestCase):
         self.entry.ending = {'task_state': task_states.REBUILD_SPAWNING,
                              'done': list(dict.fromkeys(
                                  name for name, _step, _required
-                                 in recovery.STEPS)),
+                                 in ending.STEPS)),
                              'releasing': True}
         result, save = self.recover()
         self.assertTrue(result)
@@ -489,7 +491,7 @@ class TestAuditReport(test.NoDBTestCase):
             self.report([self.finding(errors=['x'])], delete=True)))
 
     def test_text_in_runbook_order(self):
-        text = audit_cmd.format_report(self.report([self.finding(
+        text = audit.text(self.report([self.finding(
             commands=['virsh undefine --nvram instance-00000001'])]))
         positions = [text.index(title) for title in (
             '1. Leftovers', '2. Instances', '3. Allocations',
