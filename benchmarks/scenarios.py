@@ -309,6 +309,7 @@ class Scenarios(base.EvacuateTestCase):
         uuids = self._boot_many(pairs * 2 * rounds)
         self._fail_source()
         counters = self._count_statements()
+        rebuilds = self._count_rebuilds(counters)
         cleanup = collections.defaultdict(list)
         for path, original in (
                 ('nova_evac_cleanup.failure.destroy', failure.destroy),
@@ -335,14 +336,13 @@ class Scenarios(base.EvacuateTestCase):
                         self.compute1 = restarted
                     else:
                         self.compute2 = restarted
-            services = {DEST: self.compute1, other: self.compute2}
             batch = uuids[number * 2 * pairs:(number + 1) * 2 * pairs]
             for i in range(pairs):
                 hosts = [fixed_host, DEST if fixed_host == other else other]
                 if i % 2:
                     hosts.reverse()
                 for host, uuid in zip(hosts, batch[2 * i:2 * i + 2]):
-                    rebuilds = self._count_rebuilds(services[host], counters)
+                    rebuilds[host] = {'statements': 0, 'done': False}
                     del cleanup['seconds'][:], cleanup['statements'][:]
                     self.world.inject_spawn_fault(host, 'wait_for_boot')
                     started = time.perf_counter()
@@ -353,7 +353,7 @@ class Scenarios(base.EvacuateTestCase):
                     seconds = time.perf_counter() - started
                     # The destination's handler returns after the ERROR.
                     deadline = time.monotonic() + 20
-                    while not rebuilds['done'] and (
+                    while not rebuilds[host]['done'] and (
                             time.monotonic() < deadline):
                         time.sleep(POLL)
                     if server['status'] != 'ERROR':
@@ -361,8 +361,8 @@ class Scenarios(base.EvacuateTestCase):
                     samples.append({
                         'round': number, 'fixed': host == fixed_host,
                         'host': host, 'seconds': seconds,
-                        'sql': rebuilds['statements'],
-                        'handler_ended': rebuilds['done'],
+                        'sql': rebuilds[host]['statements'],
+                        'handler_ended': rebuilds[host]['done'],
                         'cleanup_seconds': sum(cleanup['seconds']),
                         'cleanup_sql': sum(cleanup['statements']),
                         'left': bool(self.world.domain_state(host, uuid) or
@@ -387,24 +387,43 @@ class Scenarios(base.EvacuateTestCase):
                         'before_cursor_execute', statement)
         return counters
 
-    def _count_rebuilds(self, service, counters):
-        """Count the next rebuild_instance of ``service``'s manager."""
-        manager_ = service.manager
-        real = type(manager_).rebuild_instance.__get__(manager_)
-        counts = {'statements': 0, 'done': False}
+    def _count_rebuilds(self, counters):
+        """Count each destination's rebuild_instance, by host.
 
-        def rebuild_instance(*args, **kwargs):
-            entry = (greenlet.getcurrent(), counts)
-            counters.append(entry)
-            try:
-                return real(*args, **kwargs)
-            finally:
-                counters.remove(entry)
-                counts['done'] = True
+        nova's method and the mixin's, the outermost only: the statements
+        of the whole handler, on its thread.
 
-        # The RPC dispatcher looks the method up on the manager object.
-        manager_.rebuild_instance = rebuild_instance
-        return counts
+        :returns: the counts by host, which the caller resets per
+            evacuation
+        """
+        by_host = {}
+
+        def wrap(original):
+            @functools.wraps(original)
+            def rebuild_instance(manager_, *args, **kwargs):
+                current = greenlet.getcurrent()
+                counts = by_host.get(manager_.host)
+                if counts is None or any(
+                        thread is current for thread, _ in counters):
+                    return original(manager_, *args, **kwargs)
+                entry = (current, counts)
+                counters.append(entry)
+                try:
+                    return original(manager_, *args, **kwargs)
+                finally:
+                    counters[:] = [e for e in counters if e is not entry]
+                    counts['done'] = True
+            return rebuild_instance
+
+        from nova.compute import manager as nova_manager
+        for path, original in (
+                ('nova.compute.manager.ComputeManager.rebuild_instance',
+                 nova_manager.ComputeManager.rebuild_instance),
+                ('nova_evac_cleanup.manager.EvacuateCleanupMixin.'
+                 'rebuild_instance',
+                 manager.EvacuateCleanupMixin.rebuild_instance)):
+            self.useFixture(fixtures.MonkeyPatch(path, wrap(original)))
+        return by_host
 
     @staticmethod
     def _timed(original, sink, counters):
@@ -418,7 +437,7 @@ class Scenarios(base.EvacuateTestCase):
                 return original(*args, **kwargs)
             finally:
                 sink['seconds'].append(time.perf_counter() - started)
-                counters.remove(entry)
+                counters[:] = [e for e in counters if e is not entry]
                 sink['statements'].append(counts['statements'])
         return timed
 

@@ -55,6 +55,7 @@ from nova.compute import task_states
 from nova import context as nova_context
 from nova import objects
 
+from nova_evac_cleanup import failure
 from nova_evac_cleanup import journal
 from nova_evac_cleanup import manager
 from tests.harness import fake_libvirt
@@ -80,15 +81,14 @@ class _InterruptedEvacuationTest(base.EvacuateTestCase):
         # Meta-test: the mixin's spawn-failure cleanup never runs for the
         # held spawn.
         self.cleanups = []
-        real = manager.EvacuateCleanupMixin._destroy_failed_evacuation
+        real = failure.destroy
 
         def record(mgr, context, instance, *args, **kwargs):
             self.cleanups.append(instance.uuid)
             return real(mgr, context, instance, *args, **kwargs)
 
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_evac_cleanup.manager.EvacuateCleanupMixin.'
-            '_destroy_failed_evacuation', record))
+            'nova_evac_cleanup.failure.destroy', record))
 
     # The death of compute1 during the evacuation.
 
