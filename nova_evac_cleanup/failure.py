@@ -98,8 +98,12 @@ def destroy(manager, context, instance, evacuation):
                       '%s destroys it first', manager.host,
                       evacuation.error, manager.host, instance=instance)
         return
+    attached = evacuation.block_device_info
     try:
-        unwind.unwind(manager, context, instance, instance.host)
+        # Only what spawn was given was connected here: without a volume
+        # there, there is nothing to release (and nothing to read).
+        if attached is None or attached.get('block_device_mapping'):
+            unwind.unwind(manager, context, instance, instance.host)
     except Exception:
         LOG.exception('Could not release the volume connections of the '
                       'failed evacuation on %s', manager.host,

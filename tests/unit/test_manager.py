@@ -278,6 +278,20 @@ class TestEvacuateSpawnFailure(RebuildTestCase):
         self.mock_unwind.assert_called_once_with(
             self.compute, mock.ANY, self.instance, 'compute0')
 
+    def test_no_volume_no_unwind(self):
+        """Issue 27, item 4: no SQL the cleanup does not need.
+
+        Spawn was given no volume: nothing was connected here, and the
+        block device mappings are not read.
+        """
+        self.new_bdi['block_device_mapping'] = []
+        self._fail_spawn()
+
+        self.assertRaises(SpawnFailed, self._rebuild)
+
+        self.assert_destroyed(destroy_disks=True)
+        self.mock_unwind.assert_not_called()
+
     def test_unwind_failure_keeps_the_spawn_error(self):
         error = self._fail_spawn()
         self.mock_unwind.side_effect = DestroyFailed('neutron is down')
