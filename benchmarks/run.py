@@ -266,7 +266,7 @@ def report(data, args):
                 'An evacuation whose spawn fails at each stage, %d times '
                 'per stage: time from the evacuate request to the server '
                 'in ERROR with its fault (median), the cleanup itself '
-                '(`_destroy_failed_evacuation`, median), and what the '
+                '(`failure.destroy`, median), and what the '
                 'failed evacuations left on the destination.' %
                 args.failure_repeat, '',
                 '| stage | stock s | fixed s | ratio | cleanup ms | '
