@@ -24,6 +24,7 @@ does nothing. ``nova-evac-cleanup audit --delete`` settles through the same
 operator would run.
 """
 
+from nova import objects
 from oslo_config import cfg
 from oslo_log import log as logging
 
@@ -108,21 +109,32 @@ def settle(manager, context, finding):
     """
     if finding.kind in (classification.INTERRUPTED, classification.ENDED):
         return recovery.recover(manager, context, finding)
-    if (finding.kind == classification.FAILED and finding.entry and
-            finding.allocation_here and not finding.guest):
+    if finding.kind == classification.FAILED and finding.entry:
         # nova's handler failed the migration, then this host died before
-        # it removed this host's allocation (the source may have put the
-        # server into ERROR since): what it had left to do.
+        # it removed this host's allocation or recorded the fault (the
+        # source may have put the server into ERROR since): what it had
+        # left to do.
         try:
-            ending.deallocate(manager, context, finding)
+            if finding.allocation_here and not finding.guest:
+                ending.deallocate(manager, context, finding)
+                finding.allocation_here = {}
+            if finding.entry.error and not _fault_since(context, finding):
+                ending.record_fault(manager, context, finding, None, None)
         except Exception as error:
-            LOG.exception('Could not remove the allocation of the failed '
-                          'evacuation %s against %s', finding.migration_uuid,
-                          manager.host, instance_uuid=finding.instance_uuid)
-            finding.errors.append('allocation: %s' % error)
+            LOG.exception('Could not end the failed evacuation %s to %s',
+                          finding.migration_uuid, manager.host,
+                          instance_uuid=finding.instance_uuid)
+            finding.errors.append('failed: %s' % error)
             return False
-        finding.allocation_here = {}
     return forget(manager, context, finding)
+
+
+def _fault_since(context, finding):
+    """Whether the instance has a fault from the evacuation on."""
+    fault = objects.InstanceFault.get_latest_for_instance(
+        context, finding.instance_uuid)
+    return fault is not None and (
+        fault.created_at >= finding.migration.created_at)
 
 
 def _sweep_one(manager, context, finding, mode):

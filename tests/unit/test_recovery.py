@@ -452,6 +452,48 @@ class TestSettle(test.NoDBTestCase):
         remove.assert_not_called()
 
 
+class TestSettleFault(test.NoDBTestCase):
+
+    def test_fault_nova_could_not_record(self):
+        """Issue 27, explorer cell ``spawn-fails Migration.save#2 die``.
+
+        (source-first) nova failed the migration and this host died before
+        its handler recorded the fault; the source's start put the server
+        into ERROR with none. Before, the fault stayed empty.
+        """
+        entry = journal.Entry(HOST, uuids.instance, uuids.migration, 1,
+                              error='FakeLibvirtError: boom')
+        migration = _migration(1, 'failed')
+        migration.created_at = datetime.datetime(2026, 1, 1, 12, 0)
+        finding = findings.Finding(HOST, uuids.instance, entry=entry,
+                                   migration=migration)
+        finding.kind = classification.FAILED
+        finding.instance = _instance(task_state=None)
+        older = objects.InstanceFault(
+            created_at=datetime.datetime(2025, 1, 1))
+        with mock.patch.object(objects.InstanceFault,
+                               'get_latest_for_instance',
+                               return_value=older), \
+                mock.patch('nova.compute.utils.add_instance_fault_from_exc'
+                           ) as add, \
+                mock.patch.object(journal, 'remove'):
+            self.assertTrue(sweep.settle(mock.Mock(host=HOST),
+                                         mock.sentinel.ctx, finding))
+        self.assertTrue(add.call_args.args[2].format_message().startswith(
+            'FakeLibvirtError: boom'))
+        # nova's own fault, from the evacuation on, is kept as it is.
+        newer = objects.InstanceFault(
+            created_at=datetime.datetime(2026, 1, 1, 12, 1))
+        with mock.patch.object(objects.InstanceFault,
+                               'get_latest_for_instance',
+                               return_value=newer), \
+                mock.patch('nova.compute.utils.add_instance_fault_from_exc'
+                           ) as add, \
+                mock.patch.object(journal, 'remove'):
+            sweep.settle(mock.Mock(host=HOST), mock.sentinel.ctx, finding)
+        add.assert_not_called()
+
+
 class TestAuditReport(test.NoDBTestCase):
 
     def report(self, evacuations=(), orphaned=(), delete=False):
