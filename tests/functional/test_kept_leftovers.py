@@ -155,15 +155,18 @@ class SharedTest(_KeptLeftoverTest):
         self._evacuate(server)
         self.assertEqual('running',
                          self.world.domain_state(DEST, server['id']))
-        self.assertEqual(disk, self.world.disk_checksum(DEST, server['id']))
 
     def test_share_unreachable_when_nova_asked(self):
-        """nova's one question finds no directory: an NFS hiccup.
+        """The share's answer flaps: an NFS hiccup.
 
         The instance directory is on the share, but the first
-        ``instance_on_disk`` on compute1 answers False. nova then evacuates
-        "from the image" into the existing directory and the spawn fails:
-        the disk on the share is the only copy and stays byte-identical.
+        ``instance_on_disk`` on compute1 answers False. The manager asks
+        once and hands the answer to nova, which asks again, gets True and
+        fails the evacuation (``InvalidSharedStorage``) before anything is
+        created on compute1 (issue 27: before, the manager read nova's
+        answer from its frame, and nova evacuated "from the image" into the
+        existing directory): the disk on the share, the only copy, stays
+        byte-identical, and the next evacuation uses it.
         """
         server = self._boot()
         disk = self.world.disk_checksum(SOURCE, server['id'])
@@ -181,10 +184,17 @@ class SharedTest(_KeptLeftoverTest):
         self.useFixture(fixtures.MonkeyPatch(
             'tests.harness.fake_libvirt.FakeLibvirtDriver.'
             'instance_on_disk', hiccup))
-        server, _error = self._fail_evacuation(server, 'wait_for_boot')
+        spawns = len(self.world.spawns(DEST, server['id']))
+        server = self._evacuate(server, expected_state='ERROR',
+                                expected_migration_status='failed')
 
+        self.assertIn('shared storage', server['fault']['message'])
+        self.assertEqual([False, True], answers)
+        self.assertEqual(spawns, len(self.world.spawns(DEST, server['id'])))
         self.assertIsNone(self.world.domain_state(DEST, server['id']))
         self.assertEqual(disk, self.world.disk_checksum(DEST, server['id']))
         self.assertEqual(disk, self.world.disk_checksum(SOURCE, server['id']))
-        # nova asked once: the manager asks nothing of its own.
-        self.assertEqual(1, len(answers), answers)
+        # The share answers as it should now: the server's own disk is used.
+        self._evacuate(server)
+        self.assertEqual('running',
+                         self.world.domain_state(DEST, server['id']))
