@@ -69,7 +69,7 @@ class Evacuation(object):
             return
         try:
             journal.write(entry, durable=durable)
-        except OSError as error:
+        except Exception as error:
             if not self.unjournaled:
                 LOG.error('Could not journal evacuation %s (%s): its cleanup '
                           'runs from memory; should this process die, the '
@@ -100,7 +100,7 @@ class Evacuation(object):
         if entry.claim:
             try:
                 self.made = ownership.claim(entry)
-            except OSError as error:
+            except Exception as error:
                 LOG.warning('Could not create the instance directory %s (%s):'
                             ' it is not the evacuation\'s', path, error,
                             instance=instance)

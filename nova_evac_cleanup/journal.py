@@ -178,7 +178,7 @@ def problem(host):
         probe = Entry(host, '-', '.probe', 0)
         write(probe)
         os.unlink(_path(host, probe.migration_uuid))
-    except OSError as error:
+    except Exception as error:
         return '%s: %s' % (_directory(host), error)
     return None
 

@@ -1281,6 +1281,19 @@ class TestWithoutJournal(RebuildTestCase):
             mock.ANY, mock.ANY, self.network_info,
             block_device_info=self.new_bdi, destroy_disks=False)
 
+    def test_any_journal_error(self):
+        """Explorer cell ``evacuate journal.write#1 raise``.
+
+        Not only an OSError: whatever the write raises, the evacuation
+        goes on from memory, and nova's error (none here) is the one seen.
+        """
+        self.mock_write.side_effect = ValueError('not an OSError')
+
+        self._rebuild()
+
+        self.mock_spawn.assert_called_once()
+        self.mock_destroy.assert_not_called()
+
     def test_start_up_says_so(self):
         log, sweep = self._init_host()
         log.error.assert_called_once()
