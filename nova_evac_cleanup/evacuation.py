@@ -27,6 +27,7 @@ from oslo_log import log as logging
 
 from nova_evac_cleanup import journal
 from nova_evac_cleanup import leftovers
+from nova_evac_cleanup import nova_support
 from nova_evac_cleanup import ownership
 
 LOG = logging.getLogger(__name__)
@@ -94,10 +95,15 @@ class Evacuation(object):
                         'the files not on shared storage: they are kept',
                         path, instance=instance)
             entry.shared_storage = None
+        keep = None
         if entry.shared_storage is False:
-            entry.claim = {'path': path}
+            # On a nova that would delete the vTPM secret with the disks,
+            # they are not the evacuation's to remove.
+            keep = nova_support.vtpm_hazard(instance)
+            entry.claim = {'path': path, 'keep': keep} if keep else {
+                'path': path}
         self.journal(durable=True)
-        if entry.claim:
+        if entry.claim and not keep:
             try:
                 self.made = ownership.claim(entry)
             except Exception as error:

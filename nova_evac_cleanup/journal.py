@@ -79,7 +79,7 @@ class Entry(object):
         self.shared_storage = shared_storage
         #: the instance directory the evacuation created, see
         #: :func:`nova_evac_cleanup.ownership.claim`; None if it created
-        #: none
+        #: none; with ``keep``, why it created none and keeps the disks
         self.claim = claim
         #: how far ending the evacuation got: None before it started, then
         #: ``{'task_state': <the task state it holds>, 'done': [steps]}``

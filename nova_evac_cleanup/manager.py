@@ -69,7 +69,7 @@ class EvacuateCleanupMixin(object):
     the evacuation created their directory; the original error is
     re-raised. Nothing changes for a plain rebuild, a failure before spawn
     (nova cleans those up), a successful evacuation, ``[evacuate_cleanup]
-    enabled = False``, or a nova it was not written for (one error at
+    enabled = False``, or a nova whose hooked methods changed (one error at
     start-up: :mod:`nova_evac_cleanup.nova_support`).
     """
 
@@ -81,13 +81,16 @@ class EvacuateCleanupMixin(object):
         self._host_lock = None
         problems = nova_support.problems()
         if problems:
-            LOG.error('nova-evac-cleanup supports nova%s and cannot run on '
-                      'this nova: %s. Running as nova\'s own compute '
-                      'manager: no cleanup of failed evacuations, no '
-                      'start-up sweep.', nova_support.supported_range(),
+            LOG.error('nova-evac-cleanup cannot trust its hooks on this '
+                      'nova: %s. Running as nova\'s own compute manager: no '
+                      'cleanup of failed evacuations, no start-up sweep.',
                       '; '.join(problems))
         #: whether the cleanup runs at all on this nova
         self._cleanup_runs = not problems
+        if self._cleanup_runs:
+            self._say(nova_support.release_problem(), 'it runs as on those '
+                      'releases, the disks of an instance with a vTPM kept '
+                      'where nova would delete its secret with them')
         self._watch_finish = self._cleanup_runs and not self._say(
             nova_support.finish_problem(), 'an evacuation that fails in it '
             'is ended by nova alone')

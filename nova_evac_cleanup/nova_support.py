@@ -20,15 +20,20 @@ an evacuation: the driver's ``spawn`` and the resource tracker's
 ``finish_evacuation`` (:meth:`~nova_evac_cleanup.manager.
 EvacuateCleanupMixin._watch`). It reads no frame and no bytecode: what
 it relies on is the parameters of those methods, checked here with
-``inspect.signature``. A nova release that changes them, that is outside
-the range ``requirements.txt`` states, or that carries this project's
-patch series already, must not make the cleanup act on wrong assumptions,
-and must not stop nova-compute from starting either: as nova does for an
-optional feature a driver lacks, the compute manager logs one error
-naming what differs and runs as nova's own (:func:`problems`), or, when
-only ``finish_evacuation`` changed, without its watch
-(:func:`finish_problem`). The unit tests compare the same signatures, so a
-nova update that changes them is caught before it ships.
+``inspect.signature``.
+
+Nothing here stops nova-compute from starting, and no degraded mode
+falls below the cleanup of a failed spawn, since nova's own behaviour is
+the bug. A nova whose hooked methods changed, or that carries this
+project's patch series already, gets one error and runs as nova's own
+(:func:`problems`): the hooks cannot be trusted there, or the series
+cleans up itself. A release outside the range ``requirements.txt``
+states, or package metadata that cannot be read, gets one error and the
+cleanup all the same (:func:`release_problem`); on the releases whose
+libvirt driver deletes the instance's vTPM secret with its disks, the
+disks of an instance with a vTPM are kept (:func:`vtpm_hazard`). The unit
+tests compare the same signatures, so a nova update that changes them is
+caught before it ships.
 """
 
 from importlib import metadata
@@ -39,8 +44,10 @@ from nova.compute import resource_tracker
 from nova import safe_utils
 from nova import version
 from nova.virt import driver as virt_driver
+from nova.virt import hardware
 from packaging import requirements as packaging_requirements
 from packaging import specifiers
+from packaging import version as packaging_version
 
 #: The distribution whose metadata states the nova releases supported.
 DISTRIBUTION = 'nova-evac-cleanup'
@@ -177,7 +184,7 @@ def finish_problem(tracker_class=resource_tracker.ResourceTracker):
 
 
 def release_problem(release=None):
-    """Why this nova release must not run the cleanup, or None.
+    """Why this nova release is not one the cleanup was tested on, or None.
 
     :param release: nova's version string; the installed nova's by default
     """
@@ -193,14 +200,53 @@ def release_problem(release=None):
         inside = False
     if not inside:
         return ('nova %s is not one of the releases nova-evac-cleanup was '
-                'written and tested for (nova%s; before 31.3.0 and 32.2.0 '
-                'destroy deletes the vTPM secret of the instance, bug '
-                '2125030)' % (release, supported))
+                'written and tested for (nova%s)' % (release, supported))
     return None
 
 
+def deletes_vtpm_secret(release=None):
+    """Whether this nova's libvirt destroy deletes the vTPM secret.
+
+    Before nova commit 787d2a1300 (bug 2125030; in 31.3.0, 32.2.0 and
+    33.0.0) the libvirt driver's ``_cleanup`` deletes the instance's vTPM
+    secret in the key manager whenever it removes the instance's disks,
+    that is on ``destroy(destroy_disks=True)`` only. A release that cannot
+    be parsed counts as one that does.
+    """
+    try:
+        found = packaging_version.Version(
+            release or version.version_string()).release[:3]
+    except packaging_version.InvalidVersion:
+        return True
+    return found < (31, 3, 0) or (32, 0, 0) <= found < (32, 2, 0)
+
+
+def vtpm_hazard(instance):
+    """Why the disks of ``instance`` must be kept on this nova, or None.
+
+    On a release of :func:`deletes_vtpm_secret`, removing the disks of
+    an instance with a vTPM (flavor ``hw:tpm_version``, image
+    ``hw_tpm_version``, or a secret already made) would delete the secret
+    of the instance, which still lives on its source. Its disks are then
+    kept, and refuse the next evacuation of it here like any kept
+    leftover. When the instance cannot be read, they are kept too.
+    """
+    release = version.version_string()
+    if not deletes_vtpm_secret(release):
+        return None
+    try:
+        vtpm = bool(instance.system_metadata.get('vtpm_secret_uuid') or
+                    hardware.get_vtpm_constraint(instance.flavor,
+                                                 instance.image_meta))
+    except Exception:
+        vtpm = True
+    return vtpm and (
+        'the instance has a vTPM, whose secret nova %s deletes with its '
+        'disks (bug 2125030)' % release) or None
+
+
 def problems(manager_class=nova_manager.ComputeManager):
-    """Why the cleanup cannot run on this nova; empty when it can.
+    """Why the hooks of the cleanup cannot be trusted; empty when they can.
 
     :returns: a list of sentences
     """
@@ -213,7 +259,7 @@ def problems(manager_class=nova_manager.ComputeManager):
             'no such method' if found is None else
             '(%s)' % ', '.join(found))
         for name, expected, found in mismatches(manager_class)]
-    for problem in (release_problem(), spawn_problem()):
-        if problem:
-            result.append(problem)
+    problem = spawn_problem()
+    if problem:
+        result.append(problem)
     return result

@@ -134,6 +134,8 @@ def proof(entry, made=None):
     if not claimed.get('path'):
         return False, ('the instance directory was not created by the '
                        'evacuation (it existed before spawn)')
+    if claimed.get('keep'):
+        return False, claimed['keep']
     path = instance_path(entry.instance_uuid)
     if path != claimed['path']:
         return False, 'the instance directory is now %s, not %s' % (

@@ -21,8 +21,10 @@ from unittest import mock
 
 import fixtures
 import nova.conf
+from nova import context
 from nova import objects
 from nova import test
+from nova.tests.unit import fake_instance
 from oslo_utils.fixture import uuidsentinel as uuids
 
 from nova_evac_cleanup import conf
@@ -232,13 +234,42 @@ class TestNovaSupport(test.NoDBTestCase):
                             ('33.0.0', True), ('34.0.0', True),
                             ('34.1.0.dev12', True), ('35.0.0', False),
                             ('35.0.0.0b1', False), ('30.2.0', False)):
-            with mock.patch('nova.version.version_string',
-                            return_value=version):
-                problems = nova_support.problems()
-            self.assertEqual(ok, not problems, (version, problems))
+            problem = nova_support.release_problem(version)
+            self.assertEqual(ok, not problem, (version, problem))
             if not ok:
-                self.assertIn(nova_support.supported_range(), problems[0])
-                self.assertIn(version, problems[0])
+                self.assertIn(nova_support.supported_range(), problem)
+                self.assertIn(version, problem)
+        # Its hooks are not the range's business.
+        with mock.patch('nova.version.version_string',
+                        return_value='35.0.0'):
+            self.assertEqual([], nova_support.problems())
+
+    def test_releases_that_delete_the_vtpm_secret(self):
+        """Bug 2125030, fixed by nova commit 787d2a1300 and its backports."""
+        for version, deletes in (('30.3.0', True), ('31.2.0', True),
+                                 ('31.3.0', False), ('32.0.0', True),
+                                 ('32.1.9', True), ('32.2.0', False),
+                                 ('33.0.0', False), ('35.0.0', False),
+                                 ('31.3.1.dev4', False), ('not-a-version',
+                                                          True)):
+            self.assertEqual(deletes, nova_support.deletes_vtpm_secret(
+                version), version)
+
+    def test_vtpm_hazard(self):
+        instance = fake_instance.fake_instance_obj(
+            context.get_admin_context(), expected_attrs=['system_metadata'])
+        instance.flavor.extra_specs = {}
+        with mock.patch('nova.version.version_string',
+                        return_value='32.1.0'):
+            self.assertIsNone(nova_support.vtpm_hazard(instance))
+            instance.system_metadata['image_hw_tpm_version'] = '2.0'
+            self.assertIn('bug 2125030', nova_support.vtpm_hazard(instance))
+            del instance.system_metadata['image_hw_tpm_version']
+            instance.system_metadata['vtpm_secret_uuid'] = 'a-secret'
+            self.assertIn('vTPM', nova_support.vtpm_hazard(instance))
+        with mock.patch('nova.version.version_string',
+                        return_value='32.2.0'):
+            self.assertIsNone(nova_support.vtpm_hazard(instance))
 
     def test_one_place_states_the_range(self):
         """The range is requirements.txt's, as the package declares it."""

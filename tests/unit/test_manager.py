@@ -21,6 +21,7 @@ tests.
 """
 
 import errno
+from importlib import metadata
 import os
 import threading
 import traceback
@@ -837,21 +838,6 @@ class TestOverriddenSignatures(test.NoDBTestCase):
         compute, log = self._manager_on('_do_rebuild_instance', drifted)
         self.assert_runs_as_nova(compute, log, '_do_rebuild_instance')
 
-    def test_nova_that_deletes_the_vtpm_secret_runs_as_nova(self):
-        """Before the fix of bug 2125030 destroy deletes the vTPM secret.
-
-        nova 31 before 31.3.0 and 32 before 32.2.0 delete the instance's
-        vTPM secret in Barbican when the libvirt driver's destroy removes
-        its disks: on a failed evacuation the instance, still on its
-        source, would lose it.
-        """
-        with mock.patch('nova.version.version_string',
-                        return_value='32.1.0'):
-            compute, log = self._manager_on('init_host',
-                                            nova_manager.ComputeManager.
-                                            init_host)
-        self.assert_runs_as_nova(compute, log, 'vTPM secret')
-
     def test_mro(self):
         self.assertEqual(
             (manager.ComputeManager, manager.EvacuateCleanupMixin,
@@ -1317,3 +1303,121 @@ class TestJournalOnASharedFilesystem(RebuildTestCase):
         self.assertIn('must be local', message)
         log.error.assert_not_called()
         self.assertEqual('clean', sweep.call_args.args[2])
+
+
+class _OutsideTheRange(object):
+    """Issue 27, item 3: a nova outside the range still cleans up.
+
+    Before, a release outside the range ``requirements.txt`` states, or
+    package metadata that could not be read, made the manager run as
+    nova's own: the guest of a failed spawn kept running and its disk
+    stayed for the next evacuation to boot. Its hooks check out there, so
+    now it logs one ERROR naming what differs and cleans up as on the
+    releases of the range.
+    """
+
+    release = '34.0.0'
+    #: what the start-up ERROR must name
+    names = None
+
+    def setUp(self):
+        with mock.patch('nova.version.version_string',
+                        return_value=self.release), \
+                self._metadata(), mock.patch.object(manager, 'LOG') as log:
+            # The manager is built here.
+            super().setUp()
+        self.start_log = log
+        # Still this release when the evacuation runs.
+        self.useFixture(test.fixtures.MockPatch(
+            'nova.version.version_string', return_value=self.release))
+
+    def _metadata(self):
+        return mock.patch.object(metadata, 'requires', wraps=metadata.requires)
+
+    def test_start_up_says_so(self):
+        self.start_log.error.assert_called_once()
+        message = (self.start_log.error.call_args.args[0] %
+                   self.start_log.error.call_args.args[1:])
+        self.assertIn(self.names, message)
+        self.assertIn('the cleanup of a failed spawn still runs', message)
+
+    def test_failed_spawn_cleaned_up(self):
+        error = self._fail_spawn()
+
+        self.assertIs(error, self.assertRaises(SpawnFailed, self._rebuild))
+
+        self.assert_destroyed(destroy_disks=True)
+        self.assertFalse(os.path.exists(
+            os.path.join(self.instances, self.instance.uuid)))
+        self.assertEqual([], journal.entries(self.compute.host))
+
+
+class TestNewerNova(_OutsideTheRange, RebuildTestCase):
+    release = '35.0.0'
+    names = 'nova 35.0.0 is not one of the releases'
+
+
+class TestOlderNova(_OutsideTheRange, RebuildTestCase):
+    """30.2.0 deletes the vTPM secret with the disks: none here."""
+
+    release = '30.2.0'
+    names = 'nova 30.2.0 is not one of the releases'
+
+
+class TestUnreadableMetadata(_OutsideTheRange, RebuildTestCase):
+    names = 'cannot be read from its package metadata'
+
+    def _metadata(self):
+        return mock.patch.object(
+            metadata, 'requires',
+            side_effect=metadata.PackageNotFoundError('nova-evac-cleanup'))
+
+
+class TestVtpmHazard(_OutsideTheRange, RebuildTestCase):
+    """Bug 2125030: 31.x before 31.3.0 deletes the vTPM secret with disks.
+
+    nova's libvirt driver of those releases (and of 32.x before 32.2.0,
+    and 30.x) deletes the instance's vTPM secret in the key manager when
+    its ``_cleanup`` removes the instance's disks, that is on ``destroy``
+    with ``destroy_disks=True``; the instance, still on its source, would
+    lose it. So the guest is destroyed without its disks, which are kept
+    and refuse the next evacuation of the server here.
+    """
+
+    release = '31.2.0'
+    names = 'nova 31.2.0 is not one of the releases'
+
+    def setUp(self):
+        super().setUp()
+        self.instance.flavor.extra_specs = {'hw:tpm_version': '2.0',
+                                            'hw:tpm_model': 'tpm-crb'}
+
+    def test_failed_spawn_cleaned_up(self):
+        """Without a vTPM, as on any release."""
+        self.instance.flavor.extra_specs = {}
+        super().test_failed_spawn_cleaned_up()
+
+    def test_vtpm_disks_kept_and_refused(self):
+        path = os.path.join(self.instances, self.instance.uuid)
+
+        def spawn(*args, **kwargs):
+            os.makedirs(path, exist_ok=True)
+            open(os.path.join(path, 'disk'), 'w').close()
+            raise SpawnFailed('spawn failed')
+
+        self.mock_spawn.side_effect = spawn
+
+        self.assertRaises(SpawnFailed, self._rebuild)
+
+        self.mock_destroy.assert_called_once_with(
+            mock.ANY, mock.ANY, self.network_info,
+            block_device_info=self.new_bdi, destroy_disks=False)
+        self.assertTrue(os.path.exists(os.path.join(path, 'disk')))
+        [entry] = journal.entries(self.compute.host)
+        self.assertIn('vTPM', entry.kept)
+        refused = self.assertRaises(
+            leftovers.EvacuationLeftoverKept, leftovers.clear_or_refuse,
+            self.compute, self.context, self.instance, uuids.next_migration)
+        self.assertIn(path, str(refused))
+        self.mock_destroy.assert_called_once()
+        self.assertTrue(os.path.exists(os.path.join(path, 'disk')))
