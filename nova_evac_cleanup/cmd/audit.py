@@ -14,30 +14,20 @@
 
 """``nova-evac-cleanup audit [--delete] [--json]``: on a compute host.
 
-Reports, in the order of the orphaned-allocation runbook, what failed or
-interrupted evacuations to this host left behind, and with ``--delete``
-does what the start-up sweep does, through the same code
-(:func:`nova_evac_cleanup.sweep.settle`). Run it with the compute host's
-own configuration files, like nova-compute; its options go before or
-after the command::
+Reports what failed or interrupted evacuations to this host left
+(:mod:`nova_evac_cleanup.audit`), and with ``--delete`` does what the
+start-up sweep does, through the same code, holding the host's lock
+(refused while nova-compute holds it). Run it with the host's own
+configuration files, before or after the command::
 
-    nova-evac-cleanup --config-file /etc/nova/nova.conf audit
     nova-evac-cleanup audit --delete --config-file /etc/nova/nova.conf
 
-It loads the host's compute driver and reaches the database directly
-(``[database] connection``, as nova-manage does) or through nova-conductor
-(as nova-compute does). It never initialises the driver (libvirt's
-``init_host`` powers down the dedicated CPUs no guest uses, under guests
-that still run), and without ``--delete`` it writes nothing anywhere.
-With ``--delete`` it takes the host's lock
-(:mod:`nova_evac_cleanup.host_lock`) and refuses to run while nova-compute
-holds it, whatever the service's state in the database says.
-
-Before it loads anything it checks, without connecting anywhere, that it
-has a configuration (:mod:`nova_evac_cleanup.cmd.configuration`). Only its
-report goes to standard output; nova's own log lines stay off the terminal
-unless ``--debug``, and an error is one line on standard error. The exit
-codes are :data:`EXIT_CODES`, which ``--help`` prints.
+It reaches the database directly (``[database] connection``) or through
+nova-conductor, and never initialises the driver (libvirt's ``init_host``
+powers down dedicated CPUs under running guests). Only the report goes to
+standard output; nova's log lines stay off the terminal unless
+``--debug``, and an error is one line on standard error, with one of
+:data:`EXIT_CODES`, which ``--help`` prints.
 """
 
 import argparse
@@ -87,13 +77,10 @@ DESCRIPTION = (
 
 
 def build_manager(host=None):
-    """A compute manager for ``host``, lending its driver and helpers.
+    """nova's own compute manager for ``host``, never started.
 
-    nova's own manager, never this project's (which runs as nova's own on
-    a patched nova), and never started as a service nor its driver
-    initialised: it only lends its driver, placement client and nova's
-    helpers to :mod:`nova_evac_cleanup.audit`. The libvirt driver connects
-    to libvirtd on its first call.
+    It lends its driver (which connects on its first call), placement
+    client and helpers to :mod:`nova_evac_cleanup.audit`.
     """
     from nova.compute import manager
 
@@ -104,9 +91,8 @@ def run(delete=False, as_json=False, out=None, host=None, compute=None):
     """The command without its set-up: usable in-process.
 
     :param compute: a compute manager; :func:`build_manager` by default
-    :returns: the return code
-        (1 and nothing done, with ``delete``, while nova-compute or another
-        audit holds the host's lock)
+    :returns: the exit code (FAILED, nothing done, with ``delete`` while
+        another process holds the host's lock)
     """
     from nova import context as nova_context
 
@@ -154,11 +140,7 @@ def _add_parsers(subparsers):
         'audit', prog='%s audit' % PROG,
         help='Report, and with --delete clean up, what failed or '
              'interrupted evacuations left on this host.',
-        description=textwrap.fill(
-            'Report, and with --delete clean up, what failed or interrupted '
-            'evacuations left on this compute host. The options of %s '
-            '--help (--config-file, --config-dir, --debug...) go before or '
-            'after the command.' % PROG, break_on_hyphens=False),
+        description=textwrap.fill(DESCRIPTION, break_on_hyphens=False),
         epilog='exit codes:\n' + '\n'.join(
             textwrap.fill(meaning, initial_indent='  %d  ' % code,
                           subsequent_indent='     ')
@@ -220,21 +202,14 @@ def _is_flag(conf, token):
     return False
 
 
-class _ErrorsAndOwnWarnings(logging.Filter):
-    """On the terminal: errors, and this project's warnings."""
-
-    def filter(self, record):
-        return record.levelno >= logging.ERROR or (
-            record.levelno >= logging.WARNING and
-            record.name.split('.')[0] == 'nova_evac_cleanup')
-
-
 def _quiet_terminal():
-    """nova's INFO and WARNING lines off the terminal, not out of files."""
+    """On the terminal only errors, and this project's warnings."""
     for handler in logging.getLogger().handlers:
         if (isinstance(handler, logging.StreamHandler) and
                 handler.stream in (sys.stderr, sys.__stderr__)):
-            handler.addFilter(_ErrorsAndOwnWarnings())
+            handler.addFilter(lambda record: record.levelno >= (
+                logging.WARNING if record.name.startswith('nova_evac_cleanup')
+                else logging.ERROR))
 
 
 def _fail(code, line, debug):
