@@ -55,7 +55,7 @@ def report(manager, context, delete=False):
     found, examined = findings.find(manager, context)
     nodes = findings.nodes(manager, context)
     known = {f.instance_uuid for f in found}
-    guests, count = foreign_guests(manager, context, known)
+    guests, count = foreign_guests(manager, context, known, nodes)
     known.update(f.instance_uuid for f in guests)
     records, seen = _history(manager, context, known, nodes)
     found += guests + records
@@ -117,7 +117,7 @@ def _orphaned(manager, context, nodes, found):
     return result
 
 
-def foreign_guests(manager, context, known):
+def foreign_guests(manager, context, known, host_nodes):
     """Guests on this hypervisor of instances hosted elsewhere.
 
     nova's start-up destroys the guests of instances evacuated from this
@@ -137,10 +137,8 @@ def foreign_guests(manager, context, known):
     instances = objects.InstanceList.get_by_filters(
         context, {'uuid': sorted(uuids), 'deleted': False},
         expected_attrs=[], sort_keys=['uuid'], sort_dirs=['asc'])
-    foreign = [i for i in instances if i.host != manager.host]
-    host_nodes = findings.nodes(manager, context) if foreign else []
     found = [_record_finding(manager, context, instance.uuid, host_nodes)
-             for instance in foreign]
+             for instance in instances if instance.host != manager.host]
     return [f for f in found if f is not None], len(uuids)
 
 
@@ -173,7 +171,6 @@ def _record_finding(manager, context, instance_uuid, host_nodes,
 
     :returns: a Finding, or None when nothing of it is left on this host
     """
-    finding = findings.Finding(manager.host, instance_uuid)
     if migration is None:
         evacuations = objects.MigrationList.get_by_filters(
             context, {'instance_uuid': instance_uuid,
@@ -182,12 +179,11 @@ def _record_finding(manager, context, instance_uuid, host_nodes,
             sort_keys=['created_at', 'id'], sort_dirs=['desc', 'desc'])
         migration = next((m for m in evacuations
                           if m.dest_compute == manager.host), None)
-    finding.migration = migration
-    findings.load(context, finding)
-    findings.describe(manager, context, finding, host_nodes)
-    if finding.kind in classification.NOVAS_OWN:
-        return None
-    if not finding.left_here():
+    finding = findings.examine(manager, context, host_nodes,
+                               instance_uuid=instance_uuid,
+                               migration=migration)
+    if (finding.kind in classification.NOVAS_OWN or
+            not finding.left_here()):
         return None
     if finding.kind == classification.INTERRUPTED:
         # Interrupted before this host journaled evacuations (stock nova,

@@ -85,32 +85,26 @@ class Finding(object):
                                       classification.DELETED))
 
     def as_dict(self):
-        instance, migration = self.instance, self.migration
-        return {
-            'instance': self.instance_uuid,
-            'kind': self.kind,
-            'reason': self.reason,
-            'journaled': self.entry is not None,
-            'kept': self.entry.kept if self.entry is not None else None,
-            'refuses_evacuations': self.refuses_evacuations(),
-            'instance_exists': bool(instance and not instance.deleted),
-            'instance_host': instance.host if instance else None,
-            'vm_state': instance.vm_state if instance else None,
-            'task_state': instance.task_state if instance else None,
-            'migration': self.migration_uuid,
-            'migration_status': migration.status if migration else None,
-            'source_compute': migration.source_compute if migration else None,
-            'guest': self.guest,
-            'files': self.files,
-            'files_shared': self.files_shared,
-            'allocation_here': self.allocation_here,
-            'disks': self.disks,
-            'actions': self.actions,
-            'commands': self.commands,
-            'done': self.done,
-            'errors': self.errors,
-            'ended': self.ended,
-        }
+        """The finding in the audit's JSON report."""
+        instance, migration, entry = self.instance, self.migration, self.entry
+        result = {name: getattr(self, name) for name in (
+            'kind', 'reason', 'guest', 'files', 'files_shared',
+            'allocation_here', 'disks', 'actions', 'commands', 'done',
+            'errors', 'ended')}
+        result.update(
+            instance=self.instance_uuid, journaled=entry is not None,
+            kept=entry.kept if entry is not None else None,
+            refuses_evacuations=self.refuses_evacuations(),
+            instance_exists=bool(instance and not instance.deleted),
+            migration=self.migration_uuid)
+        for key, obj, name in (
+                ('instance_host', instance, 'host'),
+                ('vm_state', instance, 'vm_state'),
+                ('task_state', instance, 'task_state'),
+                ('migration_status', migration, 'status'),
+                ('source_compute', migration, 'source_compute')):
+            result[key] = getattr(obj, name) if obj else None
+        return result
 
 
 # Reading.
@@ -235,9 +229,11 @@ def commands(finding):
 
 # Finding.
 
-def examine(manager, context, entry, host_nodes):
-    """The finding of one journal entry, read now."""
-    finding = Finding(manager.host, entry.instance_uuid, entry=entry)
+def examine(manager, context, host_nodes, entry=None, instance_uuid=None,
+            migration=None):
+    """What is known now of a journal entry's, or a migration's, evacuation."""
+    finding = Finding(manager.host, instance_uuid or entry.instance_uuid,
+                      entry=entry, migration=migration)
     load(context, finding)
     describe(manager, context, finding, host_nodes)
     return finding
@@ -251,5 +247,5 @@ def find(manager, context):
     """
     entries = journal.entries(manager.host)
     host_nodes = nodes(manager, context) if entries else []
-    return ([examine(manager, context, entry, host_nodes)
+    return ([examine(manager, context, host_nodes, entry)
              for entry in entries], len(entries))
