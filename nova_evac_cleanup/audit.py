@@ -198,65 +198,54 @@ def _record_finding(manager, context, instance_uuid, host_nodes,
 
 def text(report):
     """The report as text, in the runbook's order."""
-    lines = []
-    add = lines.append
-    host = report['host']
-    add('Evacuations to %s (nova-compute there is %s)' % (
-        host, 'up' if report['compute_service_up'] else 'down'))
-    if not report['evacuations']:
-        add('  nothing left by failed or interrupted evacuations')
-    # 1. Leftovers on this host.
-    add('')
-    add('1. Leftovers of failed or interrupted evacuations on %s' % host)
-    for e in report['evacuations']:
-        add('  instance %s: %s, migration %s (%s) from %s' % (
-            e['instance'], e['kind'], e['migration'],
-            e['migration_status'], e['source_compute']))
-        add('    %s' % e['reason'])
-        add('    guest: %s' % (e['guest'] or 'none'))
-        for path, size in sorted(e['files'].items()):
-            add('    file: %s (%d bytes)' % (path, size))
-        add('    disks: %s' % e['disks'])
+    host, delete, evacuations = (report['host'], report['delete'],
+                                 report['evacuations'])
+    lines = ['Evacuations to %s (nova-compute there is %s)' % (
+        host, 'up' if report['compute_service_up'] else 'down')]
+    if not evacuations:
+        lines.append('  nothing left by failed or interrupted evacuations')
+    lines += ['', '1. Leftovers of failed or interrupted evacuations on %s' %
+              host]
+    for e in evacuations:
+        lines += [
+            '  instance %s: %s, migration %s (%s) from %s' % (
+                e['instance'], e['kind'], e['migration'],
+                e['migration_status'], e['source_compute']),
+            '    %s' % e['reason'], '    guest: %s' % (e['guest'] or 'none')]
+        lines += ['    file: %s (%d bytes)' % item
+                  for item in sorted(e['files'].items())]
+        lines.append('    disks: %s' % e['disks'])
         if e['refuses_evacuations']:
-            add('    refuses the next evacuation of this server to %s until '
-                'it is removed' % host)
-        for rp, resources in sorted(e['allocation_here'].items()):
-            add('    allocation against %s: %s' % (rp, resources))
-    # 2. Where each instance is.
-    add('')
-    add('2. Instances')
-    for e in report['evacuations']:
-        if not e['instance_exists']:
-            add('  %s: deleted' % e['instance'])
-        else:
-            add('  %s: on %s, %s, task state %s' % (
-                e['instance'], e['instance_host'], e['vm_state'],
-                e['task_state']))
-    # 3. Allocations.
-    add('')
-    add('3. Allocations')
-    for o in report['orphaned_allocations']:
-        add('  orphaned: consumer %s on %s: %s%s' % (
-            o['consumer'], o['provider'], o['resources'],
-            ' (an evacuation above)' if o['evacuation_finding'] else
-            '; check it, then: nova-manage placement audit --delete '
-            '--resource_provider %s' % o['provider']))
-    for uuid in report['missing_allocations']:
-        add('  missing: instance %s %s no allocation; '
-            'nova-manage placement heal_allocations --instance %s' % (
-                uuid, 'has' if report['delete'] else 'would have', uuid))
+            lines.append('    refuses the next evacuation of this server to '
+                         '%s until it is removed' % host)
+        lines += ['    allocation against %s: %s' % item
+                  for item in sorted(e['allocation_here'].items())]
+    lines += ['', '2. Instances']
+    lines += ['  %s: on %s, %s, task state %s' % (
+        e['instance'], e['instance_host'], e['vm_state'], e['task_state'])
+        if e['instance_exists'] else '  %s: deleted' % e['instance']
+        for e in evacuations]
+    lines += ['', '3. Allocations']
+    lines += ['  orphaned: consumer %s on %s: %s%s' % (
+        o['consumer'], o['provider'], o['resources'],
+        ' (an evacuation above)' if o['evacuation_finding'] else
+        '; check it, then: nova-manage placement audit --delete '
+        '--resource_provider %s' % o['provider'])
+        for o in report['orphaned_allocations']]
+    lines += ['  missing: instance %s %s no allocation; nova-manage placement '
+              'heal_allocations --instance %s' % (
+                  uuid, 'has' if delete else 'would have', uuid)
+              for uuid in report['missing_allocations']]
     if not (report['orphaned_allocations'] or
             report['missing_allocations']):
-        add('  none orphaned or missing')
-    # 4. What --delete does.
-    add('')
-    add('4. %s' % ('Done (--delete)' if report['delete'] else
-                   'What --delete would do'))
-    for e in report['evacuations']:
-        for item in (e['done'] if report['delete'] else e['actions']):
-            add('  %s: %s' % (e['instance'], item))
-        for command in e['commands']:
-            add('  %s: by hand, once checked: %s' % (e['instance'], command))
-        for error in e['errors']:
-            add('  %s: NOT DONE: %s' % (e['instance'], error))
+        lines.append('  none orphaned or missing')
+    lines += ['', '4. %s' % ('Done (--delete)' if delete else
+                             'What --delete would do')]
+    for e in evacuations:
+        lines += ['  %s: %s' % (e['instance'], item)
+                  for item in (e['done'] if delete else e['actions'])]
+        lines += ['  %s: by hand, once checked: %s' % (e['instance'], command)
+                  for command in e['commands']]
+        lines += ['  %s: NOT DONE: %s' % (e['instance'], error)
+                  for error in e['errors']]
     return '\n'.join(lines) + '\n'

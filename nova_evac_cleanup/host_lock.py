@@ -14,19 +14,13 @@
 
 """One actor per host: nova-compute or ``audit --delete``, never both.
 
-Whether nova-compute *looks* up in the database says nothing about whether
-it runs: a forced-down service, or one that died a second ago, may be in
-the middle of the very evacuation the audit would end. So nova-compute
-with this project's manager holds this host's lock for as long as it
-lives, and ``audit --delete`` takes it without waiting and refuses to act
-while it is held. nova-compute journals an evacuation only while it holds
-the lock: one it runs without the lock is unknown to the audit, which acts
-on journal entries only.
-
-The lock is ``flock(2)`` on ``[oslo_concurrency] lock_path``/
-``nova-evac-cleanup-<host>``: the kernel drops it with the process that
-held it, however it died, and, being a lock of an open file description,
-two holders in one process exclude each other too.
+A service the database shows down may still run the very evacuation the
+audit would end. So nova-compute holds this host's lock for as long as it
+lives (and journals evacuations only while it does), and ``audit
+--delete`` refuses to act while it is held. It is ``flock(2)`` on
+``[oslo_concurrency] lock_path``/``nova-evac-cleanup-<host>``: the kernel
+drops it with its process, however it died, and two holders in one
+process exclude each other too (a lock of an open file description).
 """
 
 import fcntl
@@ -43,11 +37,7 @@ START_TIMEOUT = 60
 
 
 class HostLockHeld(Exception):
-    """The lock cannot be taken: held by another actor, or not to be had.
-
-    ``busy`` tells the two apart: a lock nobody can take (no lock_path, or
-    one that is not writable) keeps the audit away as well.
-    """
+    """Held by another actor (``busy``), or not to be had at all."""
 
     def __init__(self, message, busy=False):
         super().__init__(message)
