@@ -66,7 +66,7 @@ FACTS = (
 FACT_NAMES = tuple(name for name, _help in FACTS)
 
 #: The storage modes, in the order of the table (fake_libvirt's).
-STORAGES = ('non-shared', 'shared', 'rbd')
+STORAGES = ('non-shared', 'shared', 'rbd', 'shared-unwritable')
 
 #: The environment variable naming the directory runs write into.
 DIR_ENV = 'EVAC_BEHAVIOUR_DIR'

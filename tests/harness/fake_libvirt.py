@@ -78,8 +78,15 @@ DRIVER = 'tests.harness.fake_libvirt.FakeLibvirtDriver'
 #: ``instances_path``). ``rbd``: every host has its own instances directory,
 #: which only holds ``console.log`` and the like, and the disks live in a
 #: pool outside of any instance directory that every host reaches (Ceph RBD,
-#: ``[libvirt] images_type = rbd``).
-STORAGE_MODES = ('non-shared', 'shared', 'rbd')
+#: ``[libvirt] images_type = rbd``). ``shared-unwritable``: the ``shared``
+#: layout, but an instance directory is writable for nova only on the host
+#: whose spawn created it (an NFSv4 idmap or uid mismatch, a read-only
+#: export): on any other host it exists and ``os.access(path, os.W_OK)`` is
+#: False, so ``instance_on_disk`` answers not shared and the shared storage
+#: check cannot create its test file there.
+STORAGE_MODES = ('non-shared', 'shared', 'rbd', 'shared-unwritable')
+#: The storage modes with one instances directory for all hosts.
+SHARED_DIRECTORY_MODES = ('shared', 'shared-unwritable')
 
 #: The steps of :meth:`FakeLibvirtDriver.spawn`, in order. They mirror
 #: ``LibvirtDriver.spawn``: ``_create_image`` (instance directory, then the
@@ -244,12 +251,14 @@ class FakeLibvirtWorld(object):
         self._fired = []
         self._spawns = []
         self._generation = 0
+        # shared-unwritable: the host that created each instance directory.
+        self._dir_creators = {}
 
     # Layout.
 
     def instances_path(self, host):
         """The instances directory of a host (``CONF.instances_path``)."""
-        if self.storage == 'shared':
+        if self.storage in SHARED_DIRECTORY_MODES:
             return os.path.join(self.root, 'shared', 'instances')
         return os.path.join(self.root, host, 'instances')
 
@@ -259,6 +268,26 @@ class FakeLibvirtWorld(object):
         :param uuid: an instance uuid or an object with a ``uuid``
         """
         return os.path.join(self.instances_path(host), _uuid_of(uuid))
+
+    def writable(self, host, uuid):
+        """Whether nova on ``host`` may write the instance directory.
+
+        ``os.access(path, os.W_OK)`` as nova's user: False if the directory
+        does not exist and, on ``shared-unwritable`` storage, on every host
+        but the one whose spawn created it. (The tests run as root, for
+        whom ``os.access`` is always true.)
+        """
+        path = self.instance_dir(host, uuid)
+        if not os.access(path, os.W_OK):
+            return False
+        if self.storage != 'shared-unwritable':
+            return True
+        with self._lock:
+            return self._dir_creators.get(path, host) == host
+
+    def _created_dir(self, host, uuid):
+        with self._lock:
+            self._dir_creators[self.instance_dir(host, uuid)] = host
 
     def rbd_pool_path(self):
         """The directory the ``rbd`` storage mode keeps its disks in."""
@@ -676,6 +705,7 @@ class FakeLibvirtDriver(fake.MediumFakeDriver):
                 LOG.debug('Creating instance directory %s', instance_dir,
                           instance=instance)
                 os.makedirs(instance_dir)
+                world._created_dir(host, uuid)
                 created_instance_dir = True
             record.created_instance_dir = created_instance_dir
 
@@ -871,7 +901,8 @@ class FakeLibvirtDriver(fake.MediumFakeDriver):
             world = get_world()
             self._cleanup_host(
                 world, instance,
-                cleanup_instance_dir=world.storage != 'shared')
+                cleanup_instance_dir=(
+                    world.storage not in SHARED_DIRECTORY_MODES))
 
     # Queries.
 
@@ -905,7 +936,7 @@ class FakeLibvirtDriver(fake.MediumFakeDriver):
         instance_dir = world.instance_dir(self._host, instance.uuid)
         LOG.debug('Checking instance files accessibility %s', instance_dir,
                   instance=instance)
-        return (os.access(instance_dir, os.W_OK) or
+        return (world.writable(self._host, instance.uuid) or
                 world.storage == 'rbd')
 
     @_counted
@@ -921,6 +952,8 @@ class FakeLibvirtDriver(fake.MediumFakeDriver):
         dirpath = world.instance_dir(self._host, instance.uuid)
         if not os.path.exists(dirpath):
             return None
+        if not world.writable(self._host, instance.uuid):
+            raise PermissionError(13, 'Permission denied', dirpath)
         fd, tmp_file = tempfile.mkstemp(dir=dirpath)
         os.close(fd)
         LOG.debug('Creating tmpfile %s to verify with other compute node '
