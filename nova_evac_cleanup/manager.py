@@ -88,9 +88,8 @@ class EvacuateCleanupMixin(object):
         #: whether the cleanup runs at all on this nova
         self._cleanup_runs = not problems
         if self._cleanup_runs:
-            self._say(nova_support.release_problem(), 'it runs as on those '
-                      'releases, the disks of an instance with a vTPM kept '
-                      'where nova would delete its secret with them')
+            self._say(nova_support.release_problem(),
+                      'it runs as on those releases')
         self._watch_finish = self._cleanup_runs and not self._say(
             nova_support.finish_problem(), 'an evacuation that fails in it '
             'is ended by nova alone')

@@ -200,7 +200,11 @@ def release_problem(release=None):
         inside = False
     if not inside:
         return ('nova %s is not one of the releases nova-evac-cleanup was '
-                'written and tested for (nova%s)' % (release, supported))
+                'written and tested for (nova%s)%s' % (
+                    release, supported, '; it deletes the vTPM secret of an '
+                    'instance with its disks (bug 2125030): those of an '
+                    'instance with a vTPM are kept'
+                    if deletes_vtpm_secret(release) else ''))
     return None
 
 

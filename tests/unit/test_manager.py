@@ -1319,6 +1319,8 @@ class _OutsideTheRange(object):
     release = '34.0.0'
     #: what the start-up ERROR must name
     names = None
+    #: whether this release deletes the vTPM secret with the disks
+    deletes_vtpm_secret = False
 
     def setUp(self):
         with mock.patch('nova.version.version_string',
@@ -1340,6 +1342,8 @@ class _OutsideTheRange(object):
                    self.start_log.error.call_args.args[1:])
         self.assertIn(self.names, message)
         self.assertIn('the cleanup of a failed spawn still runs', message)
+        self.assertEqual(self.deletes_vtpm_secret,
+                         'bug 2125030' in message, message)
 
     def test_failed_spawn_cleaned_up(self):
         error = self._fail_spawn()
@@ -1362,6 +1366,7 @@ class TestOlderNova(_OutsideTheRange, RebuildTestCase):
 
     release = '30.2.0'
     names = 'nova 30.2.0 is not one of the releases'
+    deletes_vtpm_secret = True
 
 
 class TestUnreadableMetadata(_OutsideTheRange, RebuildTestCase):
@@ -1386,6 +1391,7 @@ class TestVtpmHazard(_OutsideTheRange, RebuildTestCase):
 
     release = '31.2.0'
     names = 'nova 31.2.0 is not one of the releases'
+    deletes_vtpm_secret = True
 
     def setUp(self):
         super().setUp()
