@@ -46,12 +46,16 @@ before spawning): ``test_second_evacuation_moves_everything``.
 
 import json
 import os
+import threading
+import time
 
 import fixtures
 from nova.cmd import manage
+from nova.compute import manager as nova_manager
 from nova import context as nova_context
 from nova import objects
 from nova.tests import fixtures as nova_fixtures
+from nova.virt import driver as driver_module
 import testscenarios
 
 from tests.functional import test_interrupted_evacuation as interrupted
@@ -222,3 +226,83 @@ class SecondEvacuationTest(_HalfMovedTest):
         server = self._wait_for_server_parameter(
             server, {'status': 'ACTIVE', 'OS-EXT-SRV-ATTR:host': OTHER})
         self.assertEqual((OTHER, [OTHER]), self.where())
+
+
+class _Died(interrupted.ProcessDied):
+    pass
+
+
+class NotDetachedTest(_HalfMovedTest):
+    """compute1 dies before nova's ``detach_block_devices`` changed cinder.
+
+    Issue 28. nova's evacuation replaces the source's volume attachment
+    (``detach_block_devices``: a reserved attachment created, the source's
+    deleted by ``_detach_volume``) only after the network set-up. If
+    compute1 dies before that, the block device mapping still holds
+    compute0's connected attachment and its connection info: when compute1
+    starts again nothing of the volume is its to release or disconnect.
+    """
+
+    scenarios = [('stock', {'FIXED': False, 'row': 'died-at-detach'}),
+                 ('fixed', {'FIXED': True, 'row': 'died-at-detach'})]
+
+    def _hold_detach(self):
+        """Hold compute1 at nova's ``_detach_volume``, as a death there."""
+        reached, released, destroyed = (
+            threading.Event(), threading.Event(), [])
+        real = nova_manager.ComputeManager._detach_volume
+        real_destroy = fake_libvirt.FakeLibvirtDriver.destroy
+
+        def _detach_volume(manager, context, bdm, instance, *args, **kw):
+            if manager.host == DEST:
+                reached.set()
+                released.wait()
+                raise _Died()
+            return real(manager, context, bdm, instance, *args, **kw)
+
+        def destroy(driver, context, instance, network_info,
+                    block_device_info=None, *args, **kwargs):
+            if driver._host == DEST:
+                destroyed.append(driver_module.block_device_info_get_mapping(
+                    block_device_info))
+            return real_destroy(driver, context, instance, network_info,
+                                block_device_info, *args, **kwargs)
+
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.compute.manager.ComputeManager._detach_volume',
+            _detach_volume))
+        self.useFixture(fixtures.MonkeyPatch(
+            'tests.harness.fake_libvirt.FakeLibvirtDriver.destroy', destroy))
+        self.addCleanup(released.set)
+        return reached, released, destroyed
+
+    def test_source_attachment_kept(self):
+        server = self._boot_with_port_and_volume()
+        context = nova_context.get_admin_context()
+        before = objects.BlockDeviceMapping.get_by_volume(context, VOLUME)
+        self.assertEqual((SOURCE, [SOURCE]), self.where())
+        self._fail_source()
+        reached, released, destroyed = self._hold_detach()
+        self.api.post_server_action(server['id'],
+                                    {'evacuate': {'host': DEST}})
+        self.assertTrue(reached.wait(30))
+        self._kill(self.compute1)
+        self._start_dest()
+        released.set()
+        time.sleep(0.5)
+
+        after = objects.BlockDeviceMapping.get_by_volume(context, VOLUME)
+        self.assertEqual(before.attachment_id, after.attachment_id)
+        self.assertEqual(before.connection_info, after.connection_info)
+        # The source's attachment, connected for compute0; nova had only
+        # reserved another (attachment_create) when compute1 died.
+        attachment = self.cinder.volume_to_attachment[VOLUME][
+            before.attachment_id]
+        self.assertEqual(SOURCE, attachment['connector']['host'])
+        # Nothing disconnected on compute1: no destroy got a volume.
+        self.assertEqual([], [m for m in destroyed if m])
+        if self.FIXED:
+            # Meta-test: the sweep did end the evacuation.
+            server = self.api.get_server(server['id'])
+            self.assertEqual('ERROR', server['status'])
+            self.assertIsNone(server['OS-EXT-STS:task_state'])
