@@ -98,7 +98,7 @@ def destroy(manager, context, finding, network_info, block_device_info):
 def unwind_volumes(manager, context, finding, network_info, block_device_info):
     """This host's volume connections released."""
     done, commands = unwind.unwind(manager, context, finding.instance,
-                                   finding.instance.host)
+                                   finding.instance.host, finding.entry)
     finding.done.extend(done)
     finding.commands.extend(commands)
 

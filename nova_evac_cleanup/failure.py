@@ -103,7 +103,8 @@ def destroy(manager, context, instance, evacuation):
         # Only what spawn was given was connected here: without a volume
         # there, there is nothing to release (and nothing to read).
         if attached is None or attached.get('block_device_mapping'):
-            unwind.unwind(manager, context, instance, instance.host)
+            unwind.unwind(manager, context, instance, instance.host,
+                          evacuation.entry)
     except Exception:
         LOG.exception('Could not release the volume connections of the '
                       'failed evacuation on %s', manager.host,

@@ -66,11 +66,11 @@ class Entry(object):
 
     FIELDS = ('host', 'instance_uuid', 'migration_uuid', 'migration_id',
               'shared_storage', 'claim', 'ending', 'kept', 'error',
-              'spawning')
+              'spawning', 'detached')
 
     def __init__(self, host, instance_uuid, migration_uuid, migration_id,
                  shared_storage=None, claim=None, ending=None, kept=None,
-                 error=None, spawning=False):
+                 error=None, spawning=False, detached=None):
         self.host = host
         self.instance_uuid = instance_uuid
         self.migration_uuid = migration_uuid
@@ -95,6 +95,9 @@ class Entry(object):
         #: is its own (files found here are another's, a shared
         #: directory's for one)
         self.spawning = spawning
+        #: the source's attachment of each volume nova's
+        #: ``detach_block_devices`` began to replace, by volume id
+        self.detached = detached or {}
 
     def as_dict(self):
         return {name: getattr(self, name) for name in self.FIELDS}

@@ -44,6 +44,7 @@ from nova_evac_cleanup import guest
 from nova_evac_cleanup import journal
 from nova_evac_cleanup import ownership
 from nova_evac_cleanup import runbook
+from nova_evac_cleanup import unwind
 
 LOG = logging.getLogger(__name__)
 
@@ -208,8 +209,9 @@ def _left_unshared(driver, entry, instance):
 def _clear(manager, context, entry, instance, owned):
     """Destroy the guest an earlier evacuation of ``instance`` left here.
 
-    Its volume connections are those the instance's block device mappings
-    name, which that evacuation made on this host. The resources its claim
+    Its volume connections are those of the mappings that evacuation
+    attached here and spawned with (:func:`unwind.block_device_info`).
+    The resources its claim
     had are gone with the claim: the driver is given none.
     """
     LOG.warning('Evacuation %s left a guest on %s: destroying it (%s) '
@@ -220,8 +222,8 @@ def _clear(manager, context, entry, instance, owned):
     try:
         guest.destroy(manager.driver, context, instance,
                       instance.get_network_info(),
-                      manager._get_instance_block_device_info(
-                          context, instance),
+                      unwind.block_device_info(manager, context,
+                                               instance, entry),
                       destroy_disks=owned, resources_known=False)
     except Exception:
         LOG.exception('Could not destroy what evacuation %s left on %s',

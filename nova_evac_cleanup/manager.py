@@ -259,6 +259,21 @@ class EvacuateCleanupMixin(object):
         evacuation.end(self.driver, instance)
         return result
 
+    def _detach_volume(self, context, bdm, instance, *args, **kwargs):
+        """nova's ``detach_block_devices``: the source's attachment noted.
+
+        Journaled before nova deletes it: a volume whose mapping still
+        names that attachment is the source's, and is never released
+        here, whether this process dies right after the write, after
+        cinder deleted it (nothing was connected here) or not at all.
+        """
+        evacuation = self._evacuations.get(instance.uuid)
+        if evacuation is not None and evacuation.spawn is None:
+            evacuation.entry.detached[bdm.volume_id] = bdm.attachment_id
+            evacuation.journal(durable=True)
+        return super()._detach_volume(context, bdm, instance, *args,
+                                      **kwargs)
+
     def _do_rebuild_instance(self, context, instance, *args, **kwargs):
         """Clear an earlier evacuation's leftovers; give nova its answer.
 

@@ -89,6 +89,8 @@ OVERRIDDEN = {
         'recreate', 'on_shared_storage', 'preserve_ephemeral', 'migration',
         'scheduled_node', 'limits', 'request_spec', 'accel_uuids',
         'reimage_boot_volume', 'target_state'),
+    '_detach_volume': ('self', 'context', 'bdm', 'instance', 'destroy_bdm',
+                       'attachment_id'),
     '_do_rebuild_instance': (
         'self', 'context', 'instance', 'orig_image_ref', 'image_meta',
         'injected_files', 'new_pass', 'orig_sys_metadata', 'bdms',

@@ -50,6 +50,7 @@ from nova_evac_cleanup import findings
 from nova_evac_cleanup import journal
 from nova_evac_cleanup import leftovers
 from nova_evac_cleanup import runbook
+from nova_evac_cleanup import unwind
 
 CONF = cfg.CONF
 LOG = logging.getLogger(__name__)
@@ -95,8 +96,8 @@ def recover(manager, context, finding):
         return False
     # What the guest here was made with.
     network_info = instance.get_network_info()
-    block_device_info = manager._get_instance_block_device_info(
-        context, instance)
+    block_device_info = unwind.block_device_info(manager, context, instance,
+                                                 entry)
     for name, step, required in ending.STEPS:
         if name in entry.ending['done']:
             continue

@@ -41,20 +41,49 @@ from oslo_log import log as logging
 LOG = logging.getLogger(__name__)
 
 
-def unwind(manager, context, instance, source):
+def made_here(entry, bdms):
+    """The volume mappings whose attachment the evacuation replaced.
+
+    Those whose attachment is still the one ``entry.detached`` noted
+    before nova's ``detach_block_devices`` deleted it are the source's.
+    """
+    return [bdm for bdm in bdms if bdm.is_volume and
+            _made(entry, bdm.volume_id, bdm.attachment_id)]
+
+
+def _made(entry, volume_id, attachment_id):
+    return entry.detached.get(volume_id, attachment_id) != attachment_id
+
+
+def block_device_info(manager, context, instance, entry):
+    """The database's block device info, of what spawn here was given.
+
+    Without the volumes the evacuation did not attach here, or did not
+    spawn with: their connection info is the source's.
+    """
+    info = manager._get_instance_block_device_info(context, instance)
+    return dict(info, block_device_mapping=[
+        bdm for bdm in info['block_device_mapping'] if entry.spawning and
+        _made(entry, bdm['volume_id'], bdm['attachment_id'])])
+
+
+def unwind(manager, context, instance, source, entry):
     """Release this host's volume connections of ``instance``.
 
     Call it only once the guest here is destroyed, with the instance still
     naming the failed or interrupted evacuation. Running it again is
     harmless: it replaces the reserved attachments by new reserved ones.
+    Only the attachments the evacuation made (:func:`made_here`) are
+    released: the others are the source's.
 
     :param source: the host the instance is on (the evacuation's source)
+    :param entry: the evacuation's journal entry
     :returns: ``(done, commands)``: what was released, and what is left to
         run by hand, on the source
     """
     done, commands = [], []
-    bdms = [bdm for bdm in objects.BlockDeviceMappingList.get_by_instance_uuid(
-        context, instance.uuid) if bdm.is_volume]
+    bdms = made_here(entry, objects.BlockDeviceMappingList.
+                     get_by_instance_uuid(context, instance.uuid))
     if bdms:
         manager._terminate_volume_connections(context, instance, bdms)
         for bdm in bdms:

@@ -216,7 +216,8 @@ class TestNovaSupport(test.NoDBTestCase):
                 pass
 
         problems = nova_support.mismatches(Drifted)
-        self.assertEqual(['_do_rebuild_instance', 'rebuild_instance'],
+        self.assertEqual(['_detach_volume', '_do_rebuild_instance',
+                          'rebuild_instance'],
                          [name for name, _expected, _found in problems])
         text = '; '.join(nova_support.problems(Drifted))
         self.assertIn('no such method', text)

@@ -80,7 +80,8 @@ class RebuildTestCase(test.NoDBTestCase):
         self.network_info = mock.sentinel.network_info
         # What attach returns on this host: spawn and destroy must get it.
         self.new_bdi = {'block_device_mapping': [mock.sentinel.attached]}
-        self.old_bdi = {'block_device_mapping': [mock.sentinel.source]}
+        self.old_bdi = {'block_device_mapping': [{
+            'volume_id': uuids.volume, 'attachment_id': uuids.source}]}
 
         self.useFixture(test.nova_fixtures.SpawnIsSynchronousFixture())
         for target in ('nova.compute.utils.notify_usage_exists',
@@ -277,7 +278,7 @@ class TestEvacuateSpawnFailure(RebuildTestCase):
         self.assert_destroyed(destroy_disks=True)
         # Then this host's volume connections are released.
         self.mock_unwind.assert_called_once_with(
-            self.compute, mock.ANY, self.instance, 'compute0')
+            self.compute, mock.ANY, self.instance, 'compute0', mock.ANY)
 
     def test_no_volume_no_unwind(self):
         """Issue 27, item 4: no SQL the cleanup does not need.

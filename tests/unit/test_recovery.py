@@ -214,6 +214,8 @@ class TestRecover(test.NoDBTestCase):
     def setUp(self):
         super().setUp()
         self.manager = mock.Mock(host=HOST)
+        self.manager._get_instance_block_device_info.return_value = {
+            'block_device_mapping': []}
         self.manager.reportclient.\
             remove_provider_tree_from_instance_allocation.return_value = True
         self.entry = journal.Entry(HOST, uuids.instance, uuids.migration, 1,

@@ -20,6 +20,7 @@ from nova import objects
 from nova import test
 from oslo_utils.fixture import uuidsentinel as uuids
 
+from nova_evac_cleanup import journal
 from nova_evac_cleanup import unwind
 
 
@@ -41,11 +42,14 @@ class TestUnwind(test.NoDBTestCase):
         self.useFixture(test.fixtures.MockPatchObject(
             objects.BlockDeviceMappingList, 'get_by_instance_uuid',
             return_value=self.bdms))
+        # nova's detach_block_devices replaced the source's attachment.
+        self.entry = journal.Entry('compute1', uuids.instance, uuids.migration,
+                                   1, detached={uuids.volume: uuids.source})
 
     def test_volumes_released_ports_left_to_nova(self):
         """Issue 19, item 8: nova's heal on the source rebinds the ports."""
         done, commands = unwind.unwind(self.manager, self.context,
-                                       self.instance, 'compute0')
+                                       self.instance, 'compute0', self.entry)
 
         # nova's own release of this host's attachments, volumes only.
         self.manager._terminate_volume_connections.assert_called_once_with(
@@ -63,7 +67,32 @@ class TestUnwind(test.NoDBTestCase):
         self.bdms.objects = []
 
         done, commands = unwind.unwind(
-            self.manager, self.context, self.instance, 'compute0')
+            self.manager, self.context, self.instance, 'compute0', self.entry)
 
         self.assertEqual(([], []), (done, commands))
         self.manager._terminate_volume_connections.assert_not_called()
+
+    def test_source_attachment_untouched(self):
+        """Issue 28: not replaced (or not noted) is the source's."""
+        for detached in ({uuids.volume: uuids.attachment}, {}):
+            self.entry.detached = detached
+            done, commands = unwind.unwind(
+                self.manager, self.context, self.instance, 'compute0',
+                self.entry)
+
+            self.assertEqual(([], []), (done, commands))
+            self.manager._terminate_volume_connections.assert_not_called()
+
+    def test_block_device_info_only_what_spawn_here_was_given(self):
+        """Issue 28: the source's connection info is never disconnected."""
+        made = {'volume_id': uuids.volume, 'attachment_id': uuids.attachment}
+        source = {'volume_id': uuids.other, 'attachment_id': uuids.source}
+        self.entry.detached[uuids.other] = uuids.source
+        self.manager._get_instance_block_device_info.return_value = {
+            'block_device_mapping': [made, source], 'swap': None}
+        for spawning, expected in ((False, []), (True, [made])):
+            self.entry.spawning = spawning
+            info = unwind.block_device_info(
+                self.manager, self.context, self.instance, self.entry)
+            self.assertEqual({'block_device_mapping': expected,
+                              'swap': None}, info)
