@@ -306,3 +306,37 @@ class NotDetachedTest(_HalfMovedTest):
             server = self.api.get_server(server['id'])
             self.assertEqual('ERROR', server['status'])
             self.assertIsNone(server['OS-EXT-STS:task_state'])
+
+
+class PortsBackTest(_HalfMovedTest):
+    """compute0 binds the failed evacuation's ports back when it starts.
+
+    Issue 28. nova binds the port to compute1 before spawning and nothing
+    binds it back when the evacuation fails: nova 31 and later turn the
+    periodic ``_heal_instance_info_cache`` off by default, and
+    ``_init_instance`` skips a server in ERROR. compute1 never rebinds it
+    (compute0 is dead: its agent would refuse the binding); it logs the
+    command that does it. With the fix, compute0 binds it to itself when
+    its nova-compute starts again, before the server is started there.
+    """
+
+    scenarios = [('stock', {'FIXED': False, 'row': 'get_guest_xml'}),
+                 ('fixed', {'FIXED': True, 'row': 'get_guest_xml'})]
+
+    def test_ports_back_on_the_source(self):
+        server = self._boot_with_port_and_volume()
+        self._fail_source()
+        server = self._end_evacuation(server)
+        # The destination never rebinds.
+        self.assertEqual(DEST, self.where()[0])
+        command = 'openstack port set --host %s %s' % (SOURCE, self.port)
+        self.assertEqual(self.FIXED, command in self.stdlog.logger.output)
+
+        self._restart_source()
+        self.assertEqual(SOURCE if self.FIXED else DEST, self.where()[0])
+        self.api.post_server_action(
+            server['id'], {'os-resetState': {'state': 'active'}})
+        self.api.post_server_action(server['id'],
+                                    {'reboot': {'type': 'HARD'}})
+        self._wait_for_state_change(server, 'ACTIVE')
+        self.assertEqual(SOURCE if self.FIXED else DEST, self.where()[0])
