@@ -52,6 +52,7 @@ from nova_evac_cleanup import host_lock
 from nova_evac_cleanup import journal
 from nova_evac_cleanup import leftovers
 from nova_evac_cleanup import nova_support
+from nova_evac_cleanup import ports
 from nova_evac_cleanup import sweep
 
 CONF = cfg.CONF
@@ -120,6 +121,8 @@ class EvacuateCleanupMixin(object):
         if not self._cleanup_runs:
             return super().init_host(*args, **kwargs)
         self._take_lock(host_lock.START_TIMEOUT)
+        if CONF.evacuate_cleanup.enabled:
+            ports.give_back(self, nova_context.get_admin_context())
         result = super().init_host(*args, **kwargs)
         mode = CONF.evacuate_cleanup.sweep_on_start
         if CONF.evacuate_cleanup.enabled:
