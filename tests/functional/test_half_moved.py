@@ -56,6 +56,8 @@ from nova import context as nova_context
 from nova import objects
 from nova.tests import fixtures as nova_fixtures
 from nova.virt import driver as driver_module
+import os_resource_classes as orc
+from oslo_utils.fixture import uuidsentinel as uuids
 import testscenarios
 
 from tests.functional import test_interrupted_evacuation as interrupted
@@ -340,3 +342,61 @@ class PortsBackTest(_HalfMovedTest):
                                     {'reboot': {'type': 'HARD'}})
         self._wait_for_state_change(server, 'ACTIVE')
         self.assertEqual(SOURCE if self.FIXED else DEST, self.where()[0])
+
+
+class PortWithResourceRequestBackTest(_HalfMovedTest):
+    """A port with a QoS minimum bandwidth request keeps its provider.
+
+    Issue 28. Each compute has an OVS bridge provider with bandwidth under
+    its compute node (as neutron's agent reports it, and as nova's
+    ``test_servers_resource_request.py`` sets it up). The port's binding
+    profile names the provider its allocation is on: compute1's after the
+    evacuation, and compute0's again once compute0 bound it back, from the
+    server's allocation there (nova's heal passes no provider mappings
+    and fails with ``PortUpdateFailed`` on such a port).
+    """
+
+    scenarios = [('stock', {'FIXED': False, 'row': 'get_guest_xml'}),
+                 ('fixed', {'FIXED': True, 'row': 'get_guest_xml'})]
+
+    def _bridge(self, host):
+        """An OVS bridge provider with bandwidth under ``host``'s node."""
+        compute = self._get_provider_uuid_by_host(host)
+        bridge = getattr(uuids, host + ' ovs bridge')
+        self.placement.post('/resource_providers', version='1.20', body={
+            'name': bridge, 'uuid': bridge,
+            'parent_provider_uuid': compute})
+        generation = self.placement.get(
+            '/resource_providers/%s' % bridge).body['generation']
+        self._update_inventory(bridge, {
+            'resource_provider_generation': generation, 'inventories': {
+                orc.NET_BW_IGR_KILOBIT_PER_SEC: {'total': 10000},
+                orc.NET_BW_EGR_KILOBIT_PER_SEC: {'total': 10000}}})
+        self._set_provider_traits(bridge, ['CUSTOM_VNIC_TYPE_NORMAL',
+                                           'CUSTOM_PHYSNET2'])
+        return bridge
+
+    def test_port_keeps_its_provider(self):
+        for trait in ('CUSTOM_VNIC_TYPE_NORMAL', 'CUSTOM_PHYSNET2'):
+            self._create_trait(trait)
+        bridges = {host: self._bridge(host) for host in (SOURCE, DEST)}
+        self.port = self.neutron.port_with_resource_request['id']
+        server = self.api.post_server({'server': self._build_server(
+            host=SOURCE, networks=[{'port': self.port}])})
+        server = self._wait_for_state_change(server, 'ACTIVE')
+        profile = self.neutron._ports[self.port]['binding:profile']
+        self.assertEqual(bridges[SOURCE], profile['allocation'])
+        self._fail_source()
+        server, _error = self._fail_evacuation(server, self.row)
+        port = self.neutron._ports[self.port]
+        self.assertEqual((DEST, bridges[DEST]), (
+            port['binding:host_id'], port['binding:profile']['allocation']))
+
+        self._restart_source()
+        port = self.neutron._ports[self.port]
+        where = SOURCE if self.FIXED else DEST
+        self.assertEqual((where, bridges[where]), (
+            port['binding:host_id'], port['binding:profile']['allocation']))
+        # The server's allocation is compute0's, its bridge included.
+        self.assertIn(bridges[SOURCE],
+                      self._get_allocations_by_server_uuid(server['id']))
