@@ -322,8 +322,9 @@ class PortsBackTest(_HalfMovedTest):
     its nova-compute starts again, before the server is started there.
     """
 
-    scenarios = [('stock', {'FIXED': False, 'row': 'get_guest_xml'}),
-                 ('fixed', {'FIXED': True, 'row': 'get_guest_xml'})]
+    scenarios = [('%s-%s' % (fix, row), {'FIXED': fix == 'fixed', 'row': row})
+                 for fix in ('stock', 'fixed')
+                 for row in ('get_guest_xml', INTERRUPTED_DEST_FIRST)]
 
     def test_ports_back_on_the_source(self):
         server = self._boot_with_port_and_volume()
