@@ -39,9 +39,9 @@ cache=${4:-$workdir/sdist}
 repo_root=$(cd "$(dirname "$0")/../.." && pwd)
 PYTHON=${PYTHON:-python}
 
-# nova's unit tests of the touched test class: its rebuild and evacuate
-# tests, the new ones among them.
-NOVA_UNIT_REGEX=${NOVA_UNIT_REGEX:-'test_compute_mgr\.ComputeManagerUnitTestCase\.test_(.*rebuild|.*evacuat)'}
+# nova's unit tests of the touched test classes: its rebuild and evacuate
+# tests, the new ones among them, and the resource tracker's new one.
+NOVA_UNIT_REGEX=${NOVA_UNIT_REGEX:-'test_compute_mgr\.ComputeManagerUnitTestCase\.test_(.*rebuild|.*evacuat)|test_resource_tracker\.TestFinishRecordedEvacuation'}
 # The series' regression test module and the libvirt evacuate tests it
 # builds on.
 NOVA_FUNCTIONAL_REGEX=${NOVA_FUNCTIONAL_REGEX:-'(libvirt\.test_evacuate|regressions\.test_evacuate_spawn_failure_artefacts)\.'}

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+#
+# nova's own test suites on stock and patched nova, side by side.
+#
+# Usage (tox -e nova-suites runs it; not part of CI):
+#   tests/patches/nova_suites.sh VERSION WORKDIR SDIST_CACHE [SUITE...]
+#
+# VERSION is a nova release (its sdist is downloaded into SDIST_CACHE
+# once). The sdist is extracted twice under WORKDIR, one tree left stock
+# and one with patches/series applied (patch -p1 --fuzz=0), and each
+# SUITE is run with stestr in both trees, in the current virtualenv (which
+# must have the release's nova installed, for its dependencies: the tree
+# run from is the one imported). SUITE is NAME=TEST_PATH:REGEX; by default
+# the evacuate/rebuild subsets:
+#
+#   unit-compute     nova/tests/unit/compute, tests matching rebuild|evacuat
+#   unit-libvirt     nova/tests/unit/virt/libvirt test_driver, the same
+#   functional       nova/tests/functional, libvirt.test_evacuate,
+#                    regressions matching evacuat|rebuild, test_servers
+#                    evacuate and rebuild tests
+#
+# Prints one line per suite and tree: passed, failed, skipped, seconds;
+# and, per suite, the tests that pass stock and fail patched (the series
+# may change a test that asserts the behaviour it fixes: those are listed
+# too, and the change that does it says so). Exits 1 if any test passing
+# on stock fails when patched and is not a test the series itself adds or
+# changes.
+set -euo pipefail
+
+[ $# -ge 3 ] || { sed -n '3,27p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+version=$1
+workdir=$2
+cache=$3
+shift 3
+repo_root=$(cd "$(dirname "$0")/../.." && pwd)
+PYTHON=${PYTHON:-python}
+if [ $# -eq 0 ]; then
+    set -- \
+        'unit-compute=./nova/tests/unit/compute:(rebuild|evacuat)' \
+        'unit-libvirt=./nova/tests/unit/virt/libvirt:test_driver\..*(rebuild|evacuat)' \
+        'functional=./nova/tests/functional:(libvirt\.test_evacuate|regressions\.test_bug_[0-9]+\..*(evacuat|rebuild)|regressions\.test_evacuate|test_servers\..*(evacuat|rebuild))'
+fi
+
+mkdir -p "$workdir" "$cache"
+workdir=$(cd "$workdir" && pwd)
+sdist=$cache/nova-$version.tar.gz
+if [ ! -f "$sdist" ]; then
+    "$PYTHON" -m pip download --quiet --no-deps --no-binary :all: \
+        -d "$cache" "nova==$version"
+fi
+for tree in stock patched; do
+    rm -rf "${workdir:?}/$tree"
+    mkdir -p "$workdir/$tree"
+    tar --no-same-owner -xzf "$sdist" -C "$workdir/$tree"
+done
+patched=$(ls -d "$workdir"/patched/nova-*/)
+while read -r p || [ -n "$p" ]; do
+    case "$p" in ''|'#'*) continue ;; esac
+    patch -d "$patched" -p1 --fuzz=0 --batch --quiet < "$repo_root/patches/$p"
+done < "$repo_root/patches/series"
+# nova's test requirements (not its linters, whose pins conflict with
+# this project's), with the release's upper-constraints if given.
+if [ -n "${NOVA_CONSTRAINTS_FILE:-}" ]; then
+    grep -vE '^(hacking|bandit)' "$patched/test-requirements.txt" \
+        > "$workdir/nova-test-requirements.txt"
+    "$PYTHON" -m pip install --quiet -c "$NOVA_CONSTRAINTS_FILE" \
+        -r "$workdir/nova-test-requirements.txt"
+fi
+# The series' own diff: a test whose definition it adds or changes may
+# assert stock's behaviour.
+series_diff=$(cat "$repo_root"/patches/0*.patch)
+
+export OS_NOVA_DISABLE_EVENTLET_PATCHING=False
+rc=0
+for suite in "$@"; do
+    name=${suite%%=*}
+    rest=${suite#*=}
+    path=${rest%%:*}
+    regex=${rest#*:}
+    for tree in stock patched; do
+        dir=$(ls -d "$workdir/$tree"/nova-*/)
+        start=$(date +%s)
+        (cd "$dir" && stestr --test-path "$path" --top-dir ./ run \
+            --subunit "$regex" > "$workdir/$tree-$name.subunit" 2>/dev/null) || true
+        secs=$(( $(date +%s) - start ))
+        subunit2csv --no-passthrough < "$workdir/$tree-$name.subunit" \
+            > "$workdir/$tree-$name.csv" 2>/dev/null || true
+        "$PYTHON" - "$workdir/$tree-$name.csv" "$name" "$tree" "$secs" <<'PY'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+count = {}
+for row in rows:
+    count[row['status']] = count.get(row['status'], 0) + 1
+print('%-14s %-8s passed %4d  failed %3d  skipped %3d  %5ss' % (
+    sys.argv[2], sys.argv[3], count.get('success', 0),
+    count.get('fail', 0), count.get('skip', 0), sys.argv[4]))
+PY
+    done
+    regressions=$("$PYTHON" - "$workdir/stock-$name.csv" \
+        "$workdir/patched-$name.csv" <<'PY'
+import csv, sys
+def status(path):
+    return {r['test'].split('[')[0]: r['status'] for r in csv.DictReader(open(path))}
+stock, patched = status(sys.argv[1]), status(sys.argv[2])
+for test in sorted(stock):
+    if stock[test] == 'success' and patched.get(test) not in ('success', 'skip'):
+        print(test, patched.get(test))
+PY
+)
+    if [ -n "$regressions" ]; then
+        while read -r test status; do
+            if grep -qE "^[-+].*def ${test##*.}\(" <<<"$series_diff"; then
+                echo "  changed by the series, passes stock, $status patched: $test"
+            else
+                echo "  REGRESSION: passes stock, $status patched: $test"
+                rc=1
+            fi
+        done <<<"$regressions"
+    fi
+done
+exit "$rc"
