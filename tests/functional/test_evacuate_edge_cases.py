@@ -160,15 +160,7 @@ class WithoutJournalTest(base.EvacuateTestCase):
 
         server, error = self._fail_evacuation(self.server, 'wait_for_boot')
 
-        self.assertEqual('ERROR', server['status'])
-        self.assertEqual(SOURCE, server['OS-EXT-SRV-ATTR:host'])
-        self.assertEqual('FakeLibvirtError', server['fault']['message'])
-        self.assertIn(str(error), server['fault']['details'])
-        self.assertIsNone(self.world.domain_state(DEST, self.uuid))
-        self.assertEqual({}, self.world.files(DEST, self.uuid))
-        self.assertFalse(os.path.exists(
-            self.world.instance_dir(DEST, self.uuid)))
-        self.assertIsNone(self._dest_allocation(server))
+        self.assert_failed_and_cleaned(server, error)
         self.assertIn('its cleanup runs from memory', self.log.output)
 
         # The retry builds a fresh disk from the image.

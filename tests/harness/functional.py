@@ -275,6 +275,22 @@ class EvacuateTestCase(integrated_helpers.ProviderUsageBaseTestCase):
 
     # What is left.
 
+    def assert_failed_and_cleaned(self, server, error):
+        """nova's part and the cleanup's, after a spawn that failed.
+
+        The server ERROR on its source with the spawn error as its fault;
+        on the destination no guest, no file, no directory, no allocation.
+        """
+        self.assertEqual('ERROR', server['status'])
+        self.assertEqual(SOURCE, server['OS-EXT-SRV-ATTR:host'])
+        self.assertEqual('FakeLibvirtError', server['fault']['message'])
+        self.assertIn(str(error), server['fault']['details'])
+        self.assertIsNone(self.world.domain_state(DEST, server['id']))
+        self.assertEqual({}, self.world.files(DEST, server['id']))
+        self.assertFalse(os.path.exists(
+            self.world.instance_dir(DEST, server['id'])))
+        self.assertIsNone(self._dest_allocation(server))
+
     def _dest_allocation(self, server):
         """The server's allocation against the destination, or None."""
         allocations = self._get_allocations_by_server_uuid(server['id'])
