@@ -211,8 +211,8 @@ def _clear(manager, context, entry, instance, owned):
 
     Its volume connections are those of the mappings that evacuation
     attached here and spawned with (:func:`unwind.block_device_info`).
-    The resources its claim
-    had are gone with the claim: the driver is given none.
+    The resources its claim had are gone with the claim: the driver is
+    given none.
     """
     LOG.warning('Evacuation %s left a guest on %s: destroying it (%s) '
                 'before evacuating the server here again',

@@ -79,10 +79,8 @@ def _give_back(manager, context, instance):
     if (instance.task_state is not None or not newest or
             newest[0].status not in FAILED):
         return
-    away = [port for port in manager.network_api.list_ports(
-        context, device_id=instance.uuid)['ports']
-        if port.get('binding:host_id') != instance.host]
-    if not away or instance.host != manager.host:
+    away = _away(manager, context, instance)
+    if not away:
         return
     try:
         mappings = provider_mappings(manager, context, instance, manager.host)
@@ -96,6 +94,13 @@ def _give_back(manager, context, instance):
                 newest[0].uuid, manager.host,
                 ', '.join(port['id'] for port in away), manager.host,
                 instance=instance)
+
+
+def _away(manager, context, instance):
+    """The ports of ``instance`` bound to another host than its own."""
+    return [port for port in manager.network_api.list_ports(
+        context, device_id=instance.uuid)['ports']
+        if port.get('binding:host_id') != instance.host]
 
 
 def provider_mappings(manager, context, instance, host):
@@ -129,9 +134,7 @@ def report_away(manager, context, instance, why):
     evacuation's source once it failed). Never raises.
     """
     try:
-        away = [port for port in manager.network_api.list_ports(
-            context, device_id=instance.uuid)['ports']
-            if port.get('binding:host_id') != instance.host]
+        away = _away(manager, context, instance)
         if away:
             report(manager, context, instance, instance.host, away, why)
     except Exception:
