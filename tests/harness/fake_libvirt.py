@@ -728,6 +728,8 @@ class FakeLibvirtDriver(fake.MediumFakeDriver):
 
             stage = 'get_guest_xml'
             self._fail_if(world._enter_stage(record, stage))
+            # _get_guest_storage_config connects every volume.
+            self._connect_volumes(context, instance, block_device_info)
             for vif in network_info or []:
                 # Like FakeDriver.spawn: waits for the asynchronous network
                 # allocation, which may raise.
@@ -760,6 +762,8 @@ class FakeLibvirtDriver(fake.MediumFakeDriver):
                 if stage in SELF_CLEANING_STAGES:
                     LOG.error('Failed to start libvirt guest',
                               instance=instance)
+                    self._disconnect_volumes(context, instance,
+                                             block_device_info)
                     self._cleanup_host(
                         world, instance,
                         cleanup_instance_dir=created_instance_dir,
@@ -776,6 +780,50 @@ class FakeLibvirtDriver(fake.MediumFakeDriver):
     def _fail_if(exc):
         if exc is not None:
             raise exc
+
+    # Volume connections.
+
+    def _connect_volume(self, context, connection_info, instance):
+        """``LibvirtDriver._connect_volume``: this host connects a volume.
+
+        os-brick's part, which leaves nothing here: the explorer's tracer
+        records who connects and disconnects what.
+        """
+        LOG.debug('Connecting volume %s on %s', connection_info.get(
+            'data', {}).get('volume_id'), self._host, instance=instance)
+
+    def _disconnect_volume(self, context, connection_info, instance):
+        """``LibvirtDriver._disconnect_volume``: see _connect_volume."""
+        LOG.debug('Disconnecting volume %s on %s', connection_info.get(
+            'data', {}).get('volume_id'), self._host, instance=instance)
+
+    def _connect_volumes(self, context, instance, block_device_info):
+        for vol in driver.block_device_info_get_mapping(block_device_info):
+            if vol['connection_info']:
+                self._connect_volume(context, vol['connection_info'],
+                                     instance)
+
+    def _disconnect_volumes(self, context, instance, block_device_info):
+        """``LibvirtDriver._cleanup``: every volume, "regardless"."""
+        for vol in driver.block_device_info_get_mapping(block_device_info):
+            if vol['connection_info']:
+                self._disconnect_volume(context, vol['connection_info'],
+                                        instance)
+
+    @_counted
+    def attach_volume(self, context, connection_info, instance, mountpoint,
+                      disk_bus=None, device_type=None, encryption=None):
+        self._connect_volume(context, connection_info, instance)
+        return super().attach_volume(
+            context, connection_info, instance, mountpoint,
+            disk_bus=disk_bus, device_type=device_type, encryption=encryption)
+
+    @_counted
+    def detach_volume(self, context, connection_info, instance, mountpoint,
+                      encryption=None):
+        self._disconnect_volume(context, connection_info, instance)
+        return super().detach_volume(context, connection_info, instance,
+                                     mountpoint, encryption=encryption)
 
     # Teardown.
 
@@ -867,6 +915,7 @@ class FakeLibvirtDriver(fake.MediumFakeDriver):
                       instance=instance)
         else:
             domain.state = power_state.SHUTDOWN
+        self._disconnect_volumes(context, instance, block_device_info)
         self._cleanup(world, instance, destroy_disks, None)
 
     @_counted
@@ -881,6 +930,7 @@ class FakeLibvirtDriver(fake.MediumFakeDriver):
         world = get_world()
         self._fail_if(world._destroy_fault(self._host, 'cleanup',
                                            instance.uuid))
+        self._disconnect_volumes(context, instance, block_device_info)
         self._cleanup(world, instance, destroy_disks, migrate_data)
 
     @_counted
@@ -1019,14 +1069,20 @@ class FakeLibvirtDriver(fake.MediumFakeDriver):
 
         That spawn reuses the disks on this host, like libvirt's hard reboot
         recreates the domain on top of the existing disks. Otherwise the
-        domain is powered on.
+        domain is powered on. A hard reboot disconnects the volumes and
+        connects them again with ``block_device_info`` (``_hard_reboot``:
+        ``destroy``, then ``_get_guest_xml``).
         """
-        if (instance.uuid not in self.instances and
-                reboot_type.lower() == 'hard'):
+        hard = reboot_type.lower() == 'hard'
+        if hard:
+            self._disconnect_volumes(context, instance, block_device_info)
+        if instance.uuid not in self.instances and hard:
             self.spawn(context, instance, None, None, None, None,
                        network_info=network_info,
                        block_device_info=block_device_info)
         else:
+            if hard:
+                self._connect_volumes(context, instance, block_device_info)
             self.power_on(context, instance, network_info,
                           block_device_info=block_device_info)
 

@@ -575,6 +575,82 @@ class RbdTestCase(_StorageTests, _Base):
                          self._files('compute0'))
 
 
+class VolumeConnectionsTestCase(_Base):
+    """The volume connections, where LibvirtDriver makes and drops them."""
+
+    def setUp(self):
+        super().setUp()
+        self.calls = []
+        for name, kind in (('_connect_volume', 'connect'),
+                           ('_disconnect_volume', 'disconnect')):
+            self.useFixture(fixtures.MockPatchObject(
+                self.drv1, name, side_effect=lambda ctxt, info, inst, kind=(
+                    kind): self.calls.append((kind, info['data']['id']))))
+        self.bdi = {'block_device_mapping': [
+            {'mount_device': '/dev/vdb', 'boot_index': None,
+             'connection_info': {'data': {'id': 'vol-b'}}},
+            {'mount_device': '/dev/vdc', 'boot_index': None,
+             'connection_info': {}},
+            {'mount_device': '/dev/vdd', 'boot_index': None,
+             'connection_info': {'data': {'id': 'vol-d'}}}]}
+
+    def test_spawn_connects_each_volume_with_connection_info(self):
+        self._spawn(self.drv1, block_device_info=self.bdi)
+        self.assertEqual([('connect', 'vol-b'), ('connect', 'vol-d')],
+                         self.calls)
+
+    def test_spawn_failing_before_the_guest_xml_connects_nothing(self):
+        self._fail_spawn(self.drv1, 'get_guest_xml',
+                         block_device_info=self.bdi)
+        self.assertEqual([], self.calls)
+
+    def test_spawn_that_cleans_up_disconnects_what_it_connected(self):
+        self._fail_spawn(self.drv1, 'launch', block_device_info=self.bdi)
+        self.assertEqual([('connect', 'vol-b'), ('connect', 'vol-d'),
+                          ('disconnect', 'vol-b'), ('disconnect', 'vol-d')],
+                         self.calls)
+
+    def test_spawn_failing_in_wait_for_boot_stays_connected(self):
+        self._fail_spawn(self.drv1, 'wait_for_boot',
+                         block_device_info=self.bdi)
+        self.assertEqual([('connect', 'vol-b'), ('connect', 'vol-d')],
+                         self.calls)
+
+    def test_destroy_and_cleanup_disconnect_what_they_are_given(self):
+        self.drv1.destroy(self.context, self.instance, [],
+                          block_device_info=self.bdi)
+        self.drv1.cleanup(self.context, self.instance, [],
+                          block_device_info=self.bdi)
+        self.drv1.destroy(self.context, self.instance, [])
+        self.assertEqual([('disconnect', 'vol-b'), ('disconnect', 'vol-d')] *
+                         2, self.calls)
+
+    def test_hard_reboot_disconnects_then_connects(self):
+        self._spawn(self.drv1, block_device_info=self.bdi)
+        del self.calls[:]
+        self.drv1.reboot(self.context, self.instance, [], 'SOFT',
+                         block_device_info=self.bdi)
+        self.assertEqual([], self.calls)
+        for missing in (False, True):
+            if missing:
+                self.world.remove_domain('compute1', self.uuid)
+            self.drv1.reboot(self.context, self.instance, [], 'HARD',
+                             block_device_info=self.bdi)
+            self.assertEqual(
+                [('disconnect', 'vol-b'), ('disconnect', 'vol-d'),
+                 ('connect', 'vol-b'), ('connect', 'vol-d')], self.calls)
+            del self.calls[:]
+
+    def test_attach_and_detach_volume(self):
+        info = {'data': {'id': 'vol-e'}}
+        self.drv1.attach_volume(self.context, info, self.instance,
+                                '/dev/vde')
+        self.drv1.detach_volume(self.context, info, self.instance,
+                                '/dev/vde')
+        self.assertEqual([('connect', 'vol-e'), ('disconnect', 'vol-e')],
+                         self.calls)
+
+
 class FixtureTestCase(test.NoDBTestCase):
 
     def test_installs_and_restores(self):
