@@ -990,6 +990,17 @@ class FakeLibvirtDriver(fake.MediumFakeDriver):
                 world.storage == 'rbd')
 
     @_counted
+    def instance_files_exist(self, instance):
+        """``LibvirtDriver.instance_files_exist`` of the patch series.
+
+        Whether the instance directory exists on this host (on a shared
+        directory, the shared one; on ``rbd`` the local one, which holds
+        no disk).
+        """
+        return os.path.lexists(
+            get_world().instance_dir(self._host, instance.uuid))
+
+    @_counted
     def check_instance_shared_storage_local(self, context, instance):
         """Create a test file in the instance directory, like libvirt.
 

@@ -17,11 +17,12 @@
 #   2. extract it again, apply the series (patch -p1 --fuzz=0) and
 #      `pip install` the patched tree (pbr reads the sdist's PKG-INFO) and
 #      nova's test-requirements, with CONSTRAINTS;
-#   3. nova's unit tests of the rebuild/evacuate code in test_compute_mgr
-#      (which hold the new tests) in the patched tree;
-#   4. nova's functional evacuate tests: the new regression test module
-#      (regressions/test_evacuate_spawn_failure_artefacts.py, every image
-#      backend) and libvirt/test_evacuate.py, in the patched tree;
+#   3. nova's unit tests of the rebuild/evacuate code in test_compute_mgr,
+#      of the resource tracker's and the driver's new methods (which hold
+#      the new tests) in the patched tree;
+#   4. nova's functional evacuate tests: the series' regression test
+#      module (regressions/test_bug_NNNNNNN.py) and libvirt/test_evacuate.py
+#      (every image backend), in the patched tree;
 #   5. this project's fixed-behaviour functional tests, with
 #      NOVA_EVAC_CLEANUP_FIX=patch: nova's own manager, no mixin.
 set -euo pipefail
@@ -40,11 +41,14 @@ repo_root=$(cd "$(dirname "$0")/../.." && pwd)
 PYTHON=${PYTHON:-python}
 
 # nova's unit tests of the touched test classes: its rebuild and evacuate
-# tests, the new ones among them, and the resource tracker's new one.
+# tests, the new ones among them, and the resource tracker's new ones.
 NOVA_UNIT_REGEX=${NOVA_UNIT_REGEX:-'test_compute_mgr\.ComputeManagerUnitTestCase\.test_(.*rebuild|.*evacuat)|test_resource_tracker\.TestFinishRecordedEvacuation'}
+# The tests of the new driver method (its default and libvirt's), by name:
+# discovering nova/tests/unit/virt would take minutes.
+NOVA_DRIVER_TESTS=${NOVA_DRIVER_TESTS:-'nova.tests.unit.virt.test_virt_drivers.AbstractDriverTestCase.test_instance_files_exist nova.tests.unit.virt.libvirt.test_driver.LibvirtDriverTestCase.test_instance_files_exist nova.tests.unit.virt.libvirt.test_driver.LibvirtDriverTestCase.test_instance_files_exist_no_instance_dir nova.tests.unit.virt.libvirt.test_driver.LibvirtDriverTestCase.test_instance_files_exist_rbd nova.tests.unit.virt.libvirt.test_driver.LibvirtDriverTestCase.test_instance_files_exist_unknown'}
 # The series' regression test module and the libvirt evacuate tests it
 # builds on.
-NOVA_FUNCTIONAL_REGEX=${NOVA_FUNCTIONAL_REGEX:-'(libvirt\.test_evacuate|regressions\.test_evacuate_spawn_failure_artefacts)\.'}
+NOVA_FUNCTIONAL_REGEX=${NOVA_FUNCTIONAL_REGEX:-'(libvirt\.test_evacuate|regressions\.test_bug_NNNNNNN)\.'}
 # This project's tests that assert the fixed behaviour. The others assert
 # stock nova's bug and cannot pass on a patched nova: the *StockTest
 # classes, the smoke test of the debris (test_failed_evacuate_leaves_debris)
@@ -114,6 +118,8 @@ assert metadata.version('nova') == '$version', metadata.version('nova')
 params = inspect.signature(
     manager.ComputeManager._rebuild_default_impl).parameters
 assert 'on_shared_storage' in params, 'nova is not patched'
+assert hasattr(manager.ComputeManager, '_release_failed_evacuation_volumes'), \
+    'nova is not patched with the whole series'
 print('installed patched nova', metadata.version('nova'), 'from', manager.__file__)
 EOF
 step_done install
@@ -125,6 +131,8 @@ export NOVA_RAISE_ON_GREENLET_LEAK=True
 step "nova unit tests: $NOVA_UNIT_REGEX"
 (cd "$tree" && stestr --test-path ./nova/tests/unit/compute --top-dir ./ \
     run "$NOVA_UNIT_REGEX")
+# shellcheck disable=SC2086
+(cd "$tree" && "$PYTHON" -m testtools.run $NOVA_DRIVER_TESTS)
 step_done nova-unit
 
 step "nova functional tests: $NOVA_FUNCTIONAL_REGEX"

@@ -6,53 +6,76 @@
 #   tests/patches/nova_suites.sh VERSION WORKDIR SDIST_CACHE [SUITE...]
 #
 # VERSION is a nova release (its sdist is downloaded into SDIST_CACHE
-# once). The sdist is extracted twice under WORKDIR, one tree left stock
-# and one with patches/series applied (patch -p1 --fuzz=0), and each
-# SUITE is run with stestr in both trees, in the current virtualenv (which
-# must have the release's nova installed, for its dependencies: the tree
-# run from is the one imported). SUITE is NAME=TEST_PATH:REGEX; by default
-# the evacuate/rebuild subsets:
+# once), or GIT_TREE@REF for a commit of a nova git checkout (master).
+# It is extracted twice under WORKDIR, one tree left stock and one with
+# patches/series applied (patch -p1 --fuzz=0), and each SUITE is run with
+# stestr in both trees, in the current virtualenv (which must have that
+# nova's requirements installed: the tree run from is the one imported).
+# SUITE is NAME=TEST_PATH:REGEX, or one of two presets:
 #
-#   unit-compute     nova/tests/unit/compute, tests matching rebuild|evacuat
-#   unit-libvirt     nova/tests/unit/virt/libvirt test_driver, the same
-#   functional       nova/tests/functional, libvirt.test_evacuate,
-#                    regressions matching evacuat|rebuild, test_servers
-#                    evacuate and rebuild tests
+#   subsets (the default): the evacuate/rebuild subsets
+#     unit-compute   nova/tests/unit/compute, tests matching rebuild|evacuat
+#     unit-driver    nova/tests/unit/virt, the tests of instance_on_disk
+#                    and of the new instance_files_exist
+#     functional     nova/tests/functional, libvirt.test_evacuate, the
+#                    series' regression module, the regressions matching
+#                    evacuat|rebuild, test_servers evacuate and rebuild tests
+#   whole: nova's whole unit suites the series touches
+#     unit-compute   nova/tests/unit/compute, every test
+#     unit-libvirt   nova/tests/unit/virt/libvirt, every test of test_driver
 #
 # Prints one line per suite and tree: passed, failed, skipped, seconds;
 # and, per suite, the tests that pass stock and fail patched (the series
 # may change a test that asserts the behaviour it fixes: those are listed
 # too, and the change that does it says so). Exits 1 if any test passing
 # on stock fails when patched and is not a test the series itself adds or
-# changes.
+# changes. STESTR_CONCURRENCY sets the workers (default: the CPUs).
 set -euo pipefail
 
-[ $# -ge 3 ] || { sed -n '3,27p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+[ $# -ge 3 ] || { sed -n '3,32p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 version=$1
 workdir=$2
 cache=$3
 shift 3
 repo_root=$(cd "$(dirname "$0")/../.." && pwd)
 PYTHON=${PYTHON:-python}
-if [ $# -eq 0 ]; then
-    set -- \
-        'unit-compute=./nova/tests/unit/compute:(rebuild|evacuat)' \
-        'unit-libvirt=./nova/tests/unit/virt/libvirt:test_driver\..*(rebuild|evacuat)' \
-        'functional=./nova/tests/functional:(libvirt\.test_evacuate|regressions\.test_bug_[0-9]+\..*(evacuat|rebuild)|regressions\.test_evacuate|test_servers\..*(evacuat|rebuild))'
+subsets=(
+    'unit-compute=./nova/tests/unit/compute:(rebuild|evacuat)'
+    'unit-driver=./nova/tests/unit/virt:test_instance_(on_disk|files_exist)'
+    'functional=./nova/tests/functional:(libvirt\.test_evacuate|regressions\.test_bug_NNNNNNN\.|regressions\.test_bug_[0-9]+\..*(evacuat|rebuild)|regressions\.test_evacuate|test_servers\..*(evacuat|rebuild))')
+whole=(
+    'unit-compute=./nova/tests/unit/compute:.'
+    'unit-libvirt=./nova/tests/unit/virt/libvirt:test_driver\.')
+if [ $# -eq 0 ] || [ "$*" = subsets ]; then
+    set -- "${subsets[@]}"
+elif [ "$*" = whole ]; then
+    set -- "${whole[@]}"
 fi
 
 mkdir -p "$workdir" "$cache"
 workdir=$(cd "$workdir" && pwd)
-sdist=$cache/nova-$version.tar.gz
-if [ ! -f "$sdist" ]; then
-    "$PYTHON" -m pip download --quiet --no-deps --no-binary :all: \
-        -d "$cache" "nova==$version"
-fi
-for tree in stock patched; do
-    rm -rf "${workdir:?}/$tree"
-    mkdir -p "$workdir/$tree"
-    tar --no-same-owner -xzf "$sdist" -C "$workdir/$tree"
-done
+case "$version" in
+*@*)
+    for tree in stock patched; do
+        rm -rf "${workdir:?}/$tree"
+        mkdir -p "$workdir/$tree"
+        git -C "${version%@*}" archive --prefix=nova-git/ "${version#*@}" |
+            tar --no-same-owner -x -C "$workdir/$tree"
+    done
+    ;;
+*)
+    sdist=$cache/nova-$version.tar.gz
+    if [ ! -f "$sdist" ]; then
+        "$PYTHON" -m pip download --quiet --no-deps --no-binary :all: \
+            -d "$cache" "nova==$version"
+    fi
+    for tree in stock patched; do
+        rm -rf "${workdir:?}/$tree"
+        mkdir -p "$workdir/$tree"
+        tar --no-same-owner -xzf "$sdist" -C "$workdir/$tree"
+    done
+    ;;
+esac
 patched=$(ls -d "$workdir"/patched/nova-*/)
 while read -r p || [ -n "$p" ]; do
     case "$p" in ''|'#'*) continue ;; esac
@@ -81,6 +104,7 @@ for suite in "$@"; do
         dir=$(ls -d "$workdir/$tree"/nova-*/)
         start=$(date +%s)
         (cd "$dir" && stestr --test-path "$path" --top-dir ./ run \
+            ${STESTR_CONCURRENCY:+--concurrency "$STESTR_CONCURRENCY"} \
             --subunit "$regex" > "$workdir/$tree-$name.subunit" 2>/dev/null) || true
         secs=$(( $(date +%s) - start ))
         subunit2csv --no-passthrough < "$workdir/$tree-$name.subunit" \
