@@ -409,6 +409,16 @@ class NonSharedTestCase(_StorageTests, _Base):
         self._fail_spawn(self.drv1, 'create_disks')
         self.assertTrue(self.drv1.instance_on_disk(self.instance))
 
+    def test_instance_files_exist(self):
+        # The patch series' driver question, answered as libvirt does:
+        # whether this host's instance directory exists
+        self.assertFalse(self.drv1.instance_files_exist(self.instance))
+        self._spawn(self.drv0)
+        self.assertTrue(self.drv0.instance_files_exist(self.instance))
+        self.assertFalse(self.drv1.instance_files_exist(self.instance))
+        self._fail_spawn(self.drv1, 'create_disks')
+        self.assertTrue(self.drv1.instance_files_exist(self.instance))
+
     def test_destroy_only_own_host(self):
         self._spawn(self.drv0)
         self._spawn(self.drv1)
@@ -462,6 +472,12 @@ class SharedTestCase(_StorageTests, _Base):
         self.assertFalse(self.drv1.instance_on_disk(self.instance))
         self._spawn(self.drv0)
         self.assertTrue(self.drv1.instance_on_disk(self.instance))
+
+    def test_instance_files_exist(self):
+        # The source's files, on the shared directory
+        self.assertFalse(self.drv1.instance_files_exist(self.instance))
+        self._spawn(self.drv0)
+        self.assertTrue(self.drv1.instance_files_exist(self.instance))
 
     def test_evacuate_fault_keeps_shared_files(self):
         self._spawn(self.drv0)
