@@ -48,11 +48,11 @@ from nova_evac_cleanup import conf
 from nova_evac_cleanup import evacuation as evacuations
 from nova_evac_cleanup import failure
 from nova_evac_cleanup import finish
+from nova_evac_cleanup import giveback
 from nova_evac_cleanup import host_lock
 from nova_evac_cleanup import journal
 from nova_evac_cleanup import leftovers
 from nova_evac_cleanup import nova_support
-from nova_evac_cleanup import ports
 from nova_evac_cleanup import sweep
 
 CONF = cfg.CONF
@@ -122,7 +122,7 @@ class EvacuateCleanupMixin(object):
             return super().init_host(*args, **kwargs)
         self._take_lock(host_lock.START_TIMEOUT)
         if CONF.evacuate_cleanup.enabled:
-            ports.give_back(self, nova_context.get_admin_context())
+            giveback.give_back(self, nova_context.get_admin_context())
         result = super().init_host(*args, **kwargs)
         mode = CONF.evacuate_cleanup.sweep_on_start
         if CONF.evacuate_cleanup.enabled:

@@ -47,6 +47,25 @@ def heal_allocations(instance_uuid):
                 '--instance %s' % instance_uuid, None)
 
 
+def refresh_volumes(host, instance_uuid, volume_ids):
+    """Connect a server's volumes on ``host``, its host, by hand.
+
+    ``nova-manage volume_attachment refresh`` wants the server stopped and
+    this host's connector; it also disconnects, on the server's host, what
+    the mapping's connection info names.
+
+    :returns: the commands, in order
+    """
+    return (['once nova-compute runs on %s: openstack server set --state '
+             'active %s' % (host, instance_uuid),
+             'openstack server stop %s' % instance_uuid,
+             'on %s: nova-manage volume_attachment get_connector > '
+             'connector.json' % host] +
+            ['nova-manage volume_attachment refresh %s %s connector.json' % (
+                instance_uuid, volume_id) for volume_id in volume_ids] +
+            ['openstack server start %s' % instance_uuid])
+
+
 def evacuate(instance_uuid, host):
     """Evacuate again, the step that follows a cleanup."""
     return Step('evacuate again', 'openstack server evacuate --host %s %s'

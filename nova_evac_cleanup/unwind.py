@@ -38,6 +38,8 @@ volume attachment by one connected with the destination's connector
 from nova import objects
 from oslo_log import log as logging
 
+from nova_evac_cleanup import runbook
+
 LOG = logging.getLogger(__name__)
 
 
@@ -90,22 +92,15 @@ def unwind(manager, context, instance, source, entry):
             done.append('replaced the attachment of volume %s on %s by a '
                         'reserved one (%s)' % (
                             bdm.volume_id, manager.host, bdm.attachment_id))
-        # nova-manage volume_attachment refresh wants the server stopped.
-        commands.extend([
-            'once nova-compute runs on %s: openstack server set --state '
-            'active %s' % (source, instance.uuid),
-            'openstack server stop %s' % instance.uuid,
-            'on %s: nova-manage volume_attachment get_connector > '
-            'connector.json' % source])
-        commands.extend(
-            'nova-manage volume_attachment refresh %s %s connector.json' % (
-                instance.uuid, bdm.volume_id) for bdm in bdms)
-        commands.append('openstack server start %s' % instance.uuid)
+        commands.extend(runbook.refresh_volumes(
+            source, instance.uuid, [bdm.volume_id for bdm in bdms]))
     for item in done:
         LOG.info('Failed evacuation to %s: %s', manager.host, item,
                  instance=instance)
     if commands:
-        LOG.warning('Failed evacuation to %s: to connect its volumes on %s '
-                    'again, run: %s', manager.host, source,
-                    ' && '.join(commands), instance=instance)
+        LOG.warning('Failed evacuation to %s: its volumes are reserved for '
+                    'the server; nova-evac-cleanup on %s connects them '
+                    'there again as it runs; without it, run: %s',
+                    manager.host, source, ' && '.join(commands),
+                    instance=instance)
     return done, commands

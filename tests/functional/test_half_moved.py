@@ -80,14 +80,16 @@ class _HalfMovedTest(interrupted._InterruptedEvacuationTest):
     STORAGE = 'non-shared'
     scenarios = [(row, {'row': row}) for row in ROWS]
 
-    def _boot_with_port_and_volume(self):
+    def _boot_with_port_and_volume(self, *data_volumes):
         """A volume-backed server with a port, on compute0."""
         self.port = self.neutron.port_1['id']
         server = self._build_server(image_uuid='', host=SOURCE,
                                     networks=[{'port': self.port}])
         server['block_device_mapping_v2'] = [{
             'boot_index': 0, 'uuid': VOLUME, 'source_type': 'volume',
-            'destination_type': 'volume'}]
+            'destination_type': 'volume'}] + [{
+                'boot_index': -1, 'uuid': volume, 'source_type': 'volume',
+                'destination_type': 'volume'} for volume in data_volumes]
         server = self.api.post_server({'server': server})
         return self._wait_for_state_change(server, 'ACTIVE')
 
@@ -167,12 +169,18 @@ class StockHalfMovedTest(_HalfMovedTest):
 
 
 class PutBackTest(_HalfMovedTest):
-    """The fix releases the volume; nova's heal puts the port back.
+    """The fix releases the volume on compute1; compute0 takes it back.
 
-    compute1 leaves the port to nova: once compute0 is back, its periodic
-    ``_heal_instance_info_cache`` binds it to compute0 again. Then the
-    commands the fix reported, run on compute0, connect the volume for
-    compute0 and start the server there.
+    compute1 never binds the port to the dead compute0 and leaves the
+    volume reserved for the server. Once compute0's nova-compute starts,
+    it binds the port to itself (issue 28) and connects the volume for
+    itself (issue 33): a hard reboot brings the server back there, with
+    nothing run by hand.
+
+    Where compute0 came back first, nova's ``_destroy_evacuated_instances``
+    marked the migration ``completed`` before compute1's sweep ended it:
+    nova's periodic ``_heal_instance_info_cache`` binds the port, and the
+    commands the cleanup reported, run on compute0, connect the volume.
     """
 
     def test_put_back(self):
@@ -187,8 +195,17 @@ class PutBackTest(_HalfMovedTest):
         for command in commands:
             self.assertIn(command, self.stdlog.logger.output)
 
-        if self.row != INTERRUPTED_SOURCE_FIRST:
-            self._restart_source()
+        if self.row == INTERRUPTED_SOURCE_FIRST:
+            return self._put_back_by_hand(server)
+        self._restart_source()
+        self.assertEqual((SOURCE, [SOURCE]), self.where())
+        self.api.post_server_action(server['id'],
+                                    {'reboot': {'type': 'HARD'}})
+        server = self._wait_for_state_change(server, 'ACTIVE')
+        self.assertEqual(SOURCE, server['OS-EXT-SRV-ATTR:host'])
+        self.assertEqual((SOURCE, [SOURCE]), self.where())
+
+    def _put_back_by_hand(self, server):
         # nova's periodic task, on compute0.
         self.compute0.manager._heal_instance_info_cache(
             nova_context.get_admin_context())

@@ -654,6 +654,16 @@ class FakeLibvirtDriver(fake.MediumFakeDriver):
         # world instead so that they survive a compute service restart.
         pass
 
+    def __init__(self, virtapi, read_only=False):
+        super().__init__(virtapi, read_only)
+        # libvirt's volume connector names CONF.host, which it knows before
+        # init_host; the computes of a test share CONF: kept from now.
+        self._connector_host = CONF.host
+
+    def get_volume_connector(self, instance):
+        return dict(super().get_volume_connector(instance),
+                    host=self._host or self._connector_host)
+
     def _domain(self, world, instance):
         return world._domain_table(self._host).get(instance.uuid)
 

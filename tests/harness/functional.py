@@ -49,6 +49,7 @@ from nova_evac_cleanup import conf as evac_conf
 from nova_evac_cleanup import fixture as evac_fixture
 from nova_evac_cleanup import host_lock
 from tests.harness import fake_libvirt
+from tests.harness import services
 
 evac_conf.register_opts(nova_conf.CONF)
 
@@ -121,6 +122,9 @@ class EvacuateTestCase(integrated_helpers.ProviderUsageBaseTestCase):
 
         self.useFixture(fixtures.MonkeyPatch(
             'nova.tests.fixtures.CinderFixture.setUp', keep_cinder))
+        # Attachment statuses, per-host connection info, port revisions and
+        # refused bindings, as cinder and neutron have them.
+        services.install(self)
         super().setUp()
         # The hosts' disks, domains and the faults to inject.
         self.world = self.useFixture(

@@ -12,31 +12,48 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""Give a failed evacuation's ports back to its source host.
+"""Give a failed evacuation's server back to its source host, whole.
 
 Before it spawns, nova's evacuation binds the server's ports to the
-destination (``setup_instance_network_on_host``); when it fails nothing
-binds them back: nova's periodic ``_heal_instance_info_cache`` is off by
-default since nova 31 and passes no provider mappings, ``_init_instance``
-skips a server in ERROR, a hard reboot or a start do not rebind. The source
-then runs the server with no network (ML2/OVS answers ``NO_ACTIVE_BINDING``
-to its agent; OVN's ``requested-chassis`` is the destination).
+destination (``setup_instance_network_on_host``) and moves its volume
+attachments there (``detach_block_devices``, ``_prep_block_device``).
+When it fails nothing moves them back: the destination's cleanup
+(:mod:`~nova_evac_cleanup.unwind`) replaces its attachments by reserved
+ones and never binds a port to a dead source (its agent would refuse);
+nova's periodic ``_heal_instance_info_cache`` is off by default since nova
+31 and passes no provider mappings, ``_init_instance`` skips a server in
+ERROR, a hard reboot neither rebinds ports nor refreshes volume
+connection info. The source, when its nova-compute starts and before
+nova's ``init_host`` touches a guest (:func:`give_back`), takes them back
+for each server hosted here with no task state whose newest evacuation
+left from here and failed:
 
-* The destination never rebinds them (a dead source's agent refuses the
-  binding): it logs, per port, the commands that do it (:func:`report`).
-* The source binds them to itself when its nova-compute starts
-  (:func:`give_back`), before nova's ``init_host`` starts any guest, with
-  the provider mappings of the server's allocation in this host's
-  provider tree, as nova's revert of a resize does: a port with a
-  resource request keeps its allocation's provider, and an SR-IOV port
-  gets this host's PCI device (nova reads it from the instance).
+* volumes: each mapping that names an attachment no guest uses (reserved,
+  or updated and never completed) is connected for this host with nova's
+  own steps for a reverted resize: ``_update_volume_attachments`` (this
+  host's connector: cinder exports the volume here again), the mapping's
+  connection info refreshed from cinder's answer,
+  ``_complete_volume_attachments``. Nothing is disconnected here: a guest
+  still running here (only nova-compute was down) keeps its devices, and
+  no host disconnects a connection it never made;
+* ports: bound to this host with the provider mappings of the server's
+  allocation in this host's provider tree, as nova's revert of a resize
+  does: a port with a resource request keeps its allocation's provider,
+  and an SR-IOV port gets this host's PCI device (nova reads it from the
+  instance).
+
+The destination logs, per port, the commands that do it by hand
+(:func:`report`).
 """
 
 import json
 
+from nova import exception
 from nova import objects
 from nova.scheduler import utils as scheduler_utils
 from oslo_log import log as logging
+
+from nova_evac_cleanup import runbook
 
 LOG = logging.getLogger(__name__)
 
@@ -45,11 +62,12 @@ FAILED = ('failed', 'error')
 
 
 def give_back(manager, context):
-    """Bind here the ports of this host's servers whose evacuation failed.
+    """Take back the ports and volumes of servers whose evacuation failed.
 
     Only a server hosted here, with no task state, whose newest evacuation
-    left from here and failed, and only its ports bound to another host.
-    Never raises: what cannot be done is logged with its commands.
+    left from here and failed; only its volumes no guest uses and its
+    ports bound to another host. Never raises: what cannot be done is
+    logged with its commands.
     """
     try:
         failed = objects.MigrationList.get_by_filters(context, {
@@ -67,8 +85,9 @@ def give_back(manager, context):
         try:
             _give_back(manager, context, instance)
         except Exception:
-            LOG.exception('Could not give the ports of the failed evacuation '
-                          'back to %s', manager.host, instance=instance)
+            LOG.exception('Could not give the server of the failed '
+                          'evacuation back to %s', manager.host,
+                          instance=instance)
 
 
 def _give_back(manager, context, instance):
@@ -79,6 +98,11 @@ def _give_back(manager, context, instance):
     if (instance.task_state is not None or not newest or
             newest[0].status not in FAILED):
         return
+    for bdm in objects.BlockDeviceMappingList.get_by_instance_uuid(
+            context, instance.uuid):
+        if bdm.is_volume and bdm.attachment_id and _unused(
+                manager, context, bdm):
+            connect(manager, context, instance, bdm, newest[0])
     away = _away(manager, context, instance)
     if not away:
         return
@@ -94,6 +118,54 @@ def _give_back(manager, context, instance):
                 newest[0].uuid, manager.host,
                 ', '.join(port['id'] for port in away), manager.host,
                 instance=instance)
+
+
+def _unused(manager, context, bdm):
+    """Whether no guest uses the mapping's attachment: never completed.
+
+    Reserved (no connector: what the destination's cleanup, or nova's
+    ``detach_block_devices``, left), or updated with a connector and not
+    completed (this give-back, or the destination's, cut short). Once
+    connected, cinder's status is in the connection info (nova's
+    ``_translate_attachment_ref``).
+    """
+    attachment = manager.volume_api.attachment_get(context,
+                                                   bdm.attachment_id)
+    info = attachment.get('connection_info') or attachment
+    return info.get('status') in ('reserved', 'attaching')
+
+
+def connect(manager, context, instance, bdm, migration):
+    """Connect one volume of the server for this host. Never raises.
+
+    nova's own steps, as ``finish_revert_resize`` takes them for the
+    source of a resize: the attachment updated with this host's
+    connector, the mapping's connection info saved from cinder's answer,
+    the attachment completed (the volume ``in-use``). Nothing is
+    disconnected. An attachment a newer operation replaced since it was
+    read is gone (cinder answers NotFound): left to that operation.
+    """
+    try:
+        manager._update_volume_attachments(context, instance, [bdm])
+        manager._get_instance_block_device_info(
+            context, instance, refresh_conn_info=True, bdms=[bdm])
+        manager._complete_volume_attachments(context, [bdm])
+    except exception.VolumeAttachmentNotFound:
+        LOG.warning('Volume %s: attachment %s was replaced since it was '
+                    'read; left to the operation that replaced it',
+                    bdm.volume_id, bdm.attachment_id, instance=instance)
+        return
+    except Exception as error:
+        LOG.warning('Evacuation %s from %s failed, and so did connecting '
+                    'volume %s here again (%s): once checked, run: %s',
+                    migration.uuid, manager.host, bdm.volume_id, error,
+                    ' && '.join(runbook.refresh_volumes(
+                        manager.host, instance.uuid, [bdm.volume_id])),
+                    instance=instance)
+        return
+    LOG.warning('Evacuation %s from %s failed: volume %s connected here '
+                'again (attachment %s)', migration.uuid, manager.host,
+                bdm.volume_id, bdm.attachment_id, instance=instance)
 
 
 def _away(manager, context, instance):

@@ -1,0 +1,140 @@
+# Copyright 2026 nova-evac-cleanup developers
+#
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""The server of a failed evacuation given back whole to its source.
+
+Regression tests for issue 33. compute0, the source, dies (its
+nova-compute only: the guest keeps running there); the server, booted
+from a volume with a data volume and a port, is evacuated to compute1,
+where its spawn fails. Before spawning, nova moved each volume's
+attachment to compute1 (the source's deleted, one connected with
+compute1's connector) and bound the port there.
+
+* Stock nova leaves each volume attached for compute1 and the mapping's
+  connection info compute1's: on a SAN whose LUN depends on the host
+  (``services.ISCSI``), compute0 would log into what compute1 was given.
+* Issue 28's fix replaced compute1's attachments by reserved ones: the
+  volumes ``reserved`` (snapshot, backup and upload refuse that state),
+  the mappings still naming what compute1 was given.
+* After the fix, compute0 connects each volume for itself as its
+  nova-compute starts: one attachment per volume, ``attached`` with
+  compute0's connector, and the mapping's connection info cinder's
+  answer for compute0. Nothing is disconnected on compute0, whose guest
+  still runs.
+"""
+
+from nova import context as nova_context
+from nova import objects
+from oslo_serialization import jsonutils
+from oslo_utils.fixture import uuidsentinel as uuids
+import testscenarios
+
+from tests.functional import test_half_moved as half_moved
+from tests.harness import fake_libvirt
+from tests.harness import services
+
+load_tests = testscenarios.load_tests_apply_scenarios
+
+SOURCE = half_moved.SOURCE
+DEST = half_moved.DEST
+VOLUMES = (half_moved.VOLUME, uuids.data_volume)
+
+
+class _GivenBackTest(half_moved._HalfMovedTest):
+
+    row = 'get_guest_xml'
+    #: the shape of cinder's connection info (tests.harness.services)
+    STYLE = services.RBD
+
+    def setUp(self):
+        super().setUp()
+        self.cinder.STYLE = self.STYLE
+        # What compute0's driver is asked to disconnect.
+        self.detached = []
+        real = fake_libvirt.FakeLibvirtDriver.detach_volume
+
+        def detach_volume(driver, context, connection_info, *args, **kw):
+            self.detached.append((driver._host, connection_info))
+            return real(driver, context, connection_info, *args, **kw)
+
+        self.stub_out(
+            'tests.harness.fake_libvirt.FakeLibvirtDriver.detach_volume',
+            detach_volume)
+
+    def volumes(self):
+        """Each volume's attachment, as ``(status, connector host, LUN)``.
+
+        Also checks that the volume has one attachment, the one its
+        mapping names, and that the mapping's connection info is cinder's
+        for it once it is connected. The LUN is the one the mapping's
+        connection info names (iSCSI only).
+        """
+        context = nova_context.get_admin_context()
+        result = {}
+        for volume in VOLUMES:
+            attachments = self.cinder.volume_to_attachment[volume]
+            bdm = objects.BlockDeviceMapping.get_by_volume(context, volume)
+            self.assertEqual([bdm.attachment_id], list(attachments))
+            attachment = attachments[bdm.attachment_id]
+            data = jsonutils.loads(bdm.connection_info)['data']
+            if attachment['connector']:
+                self.assertEqual(attachment['connection_info']['data'], {
+                    key: data[key]
+                    for key in attachment['connection_info']['data']})
+            result[volume] = (attachment['status'], (
+                attachment['connector'] or {}).get('host'),
+                data.get('target_lun'))
+        return result
+
+    def expected(self, status, host, lun_host):
+        lun = services.lun(lun_host) if self.STYLE == services.ISCSI else None
+        return {volume: (status, host, lun) for volume in VOLUMES}
+
+
+class VolumesBackTest(_GivenBackTest):
+    """Each volume connected for compute0 again, as it starts."""
+
+    scenarios = [('%s-%s' % (fix, style), {'FIXED': fix == 'fixed',
+                                           'STYLE': style})
+                 for fix in ('stock', 'fixed')
+                 for style in (services.RBD, services.ISCSI)]
+
+    def test_volumes_connected_on_the_source(self):
+        server = self._boot_with_port_and_volume(*VOLUMES[1:])
+        self.assertEqual(self.expected('attached', SOURCE, SOURCE),
+                         self.volumes())
+        self._fail_source()
+        server, _error = self._fail_evacuation(server, self.row)
+        self._restart_source()
+
+        if not self.FIXED:
+            # compute0 would log into what compute1 was given.
+            self.assertEqual(self.expected('attached', DEST, DEST),
+                             self.volumes())
+            return
+        self.assertEqual(self.expected('attached', SOURCE, SOURCE),
+                         self.volumes())
+        # Nothing disconnected on compute0, whose guest still runs.
+        self.assertEqual([], [d for d in self.detached if d[0] == SOURCE])
+        self.assertEqual('running',
+                         self.world.domain_state(SOURCE, server['id']))
+        self.assertEqual(0, self.world.calls(SOURCE)['destroy'])
+        self.api.post_server_action(
+            server['id'], {'os-resetState': {'state': 'active'}})
+        self.api.post_server_action(server['id'],
+                                    {'reboot': {'type': 'HARD'}})
+        server = self._wait_for_state_change(server, 'ACTIVE')
+        self.assertEqual(SOURCE, server['OS-EXT-SRV-ATTR:host'])
+        self.assertEqual(self.expected('attached', SOURCE, SOURCE),
+                         self.volumes())
