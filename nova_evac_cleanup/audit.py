@@ -20,7 +20,9 @@
    instance here, no migration in progress here, no finding), and the
    instances of the findings that have no allocation left;
 4. what ``--delete`` does (or did) about them: exactly what the start-up
-   sweep's ``clean`` does (:func:`nova_evac_cleanup.sweep.settle`).
+   sweep's ``clean`` does (:func:`nova_evac_cleanup.sweep.settle`);
+5. if any, the ports and volumes failed evacuations from this host have
+   not given back to it yet (:func:`nova_evac_cleanup.giveback.left`).
 
 Without ``delete`` nothing is written anywhere.
 """
@@ -30,6 +32,7 @@ from nova import objects
 
 from nova_evac_cleanup import classification
 from nova_evac_cleanup import findings
+from nova_evac_cleanup import giveback
 from nova_evac_cleanup import sweep
 
 
@@ -75,6 +78,7 @@ def report(manager, context, delete=False):
         'evacuations': [f.as_dict() for f in found],
         'orphaned_allocations': _orphaned(manager, context, nodes, found),
         'missing_allocations': [],
+        'not_given_back': giveback.left(manager, context),
     }
     for finding in found:
         instance = finding.instance
@@ -248,4 +252,17 @@ def text(report):
                   for command in e['commands']]
         lines += ['  %s: NOT DONE: %s' % (e['instance'], error)
                   for error in e['errors']]
+    if report.get('not_given_back'):
+        lines += ['', '5. Failed evacuations from %s: not given back to it '
+                  '(its nova-compute tries %d times, every %d seconds)' % (
+                      host, giveback.TRIES, giveback.SPACING)]
+    for left in report.get('not_given_back', []):
+        lines += ['  %s: evacuation %s' % (left['instance'],
+                                           left['migration'])]
+        lines += ['    port %s: %s' % item
+                  for item in sorted(left['ports'].items())]
+        lines += ['    volume %s: not connected' % volume
+                  for volume in left['volumes']]
+        lines += ['    by hand, once checked: %s' % command
+                  for command in left['commands']]
     return '\n'.join(lines) + '\n'

@@ -23,32 +23,38 @@ ones and never binds a port to a dead source (its agent would refuse);
 nova's periodic ``_heal_instance_info_cache`` is off by default since nova
 31 and passes no provider mappings, ``_init_instance`` skips a server in
 ERROR, a hard reboot neither rebinds ports nor refreshes volume
-connection info. The source, when its nova-compute starts and before
-nova's ``init_host`` touches a guest (:func:`give_back`), takes them back
-for each server hosted here with no task state whose newest evacuation
-left from here and failed:
+connection info. The source takes them back (:func:`give_back_all`) as
+its nova-compute starts, before nova's ``init_host`` touches a guest, for
+each server hosted here with no task state whose newest evacuation left
+from here and failed:
 
 * volumes: each mapping that names an attachment no guest uses (reserved,
   or updated and never completed) is connected for this host with nova's
-  own steps for a reverted resize: ``_update_volume_attachments`` (this
-  host's connector: cinder exports the volume here again), the mapping's
-  connection info refreshed from cinder's answer,
-  ``_complete_volume_attachments``. Nothing is disconnected here: a guest
-  still running here (only nova-compute was down) keeps its devices, and
-  no host disconnects a connection it never made;
+  own steps for a reverted resize (:func:`connect`). Nothing is
+  disconnected here: a guest still running here (only nova-compute was
+  down) keeps its devices, and no host disconnects a connection it never
+  made;
 * ports: bound to this host with the provider mappings of the server's
   allocation in this host's provider tree, as nova's revert of a resize
-  does: a port with a resource request keeps its allocation's provider,
-  and an SR-IOV port gets this host's PCI device (nova reads it from the
-  instance).
+  does (:func:`bind`): a port with a resource request keeps its
+  allocation's provider, and an SR-IOV port gets this host's PCI device
+  (nova reads it from the instance).
 
-The destination logs, per port, the commands that do it by hand
-(:func:`report`).
+Each counts as given back only once cinder and neutron say so: the
+attachment ``attached``, the port bound here with a working vif type (not
+``binding_failed``: ML2's agent-based drivers and OVN refuse to bind to a
+host whose agent is not alive yet, the normal order after a reboot). What
+is not back is tried again by the manager's periodic task, every
+:data:`SPACING` seconds, :data:`TRIES` times in all; at the last try one
+WARNING per port and volume says what to run, and ``nova-evac-cleanup
+audit`` lists them (:func:`left`). The destination logs, per port, the
+commands that bind it back by hand (:func:`report`).
 """
 
 import json
 
 from nova import exception
+from nova.network import model as network_model
 from nova import objects
 from nova.scheduler import utils as scheduler_utils
 from oslo_log import log as logging
@@ -59,65 +65,156 @@ LOG = logging.getLogger(__name__)
 
 #: The statuses of an evacuation nova or this project ended as failed.
 FAILED = ('failed', 'error')
+#: What neutron answers for a binding its mechanism drivers refused.
+REFUSED = (network_model.VIF_TYPE_BINDING_FAILED,
+           network_model.VIF_TYPE_UNBOUND)
+#: Seconds between the manager's periodic tries of what is not back yet.
+SPACING = 60
+#: How many times a server is tried: at start-up, then once a periodic
+#: task's spacing after the other (about ten minutes in all).
+TRIES = 10
 
 
-def give_back(manager, context):
-    """Take back the ports and volumes of servers whose evacuation failed.
+class Tries(object):
+    """What this process tried, by ``(instance uuid, migration uuid)``."""
 
-    Only a server hosted here, with no task state, whose newest evacuation
-    left from here and failed; only its volumes no guest uses and its
-    ports bound to another host. Never raises: what cannot be done is
-    logged with its commands.
+    def __init__(self):
+        #: how many times each server not given back whole was tried
+        self.count = {}
+        #: the servers given back whole
+        self.done = set()
+
+    def due(self, key):
+        return key not in self.done and self.count.get(key, 0) < TRIES
+
+    def pending(self):
+        """The instance uuids to try again."""
+        return {uuid for (uuid, _m), n in self.count.items() if n < TRIES}
+
+
+def give_back_all(manager, context, tries, start=False):
+    """Give back what failed evacuations from this host left elsewhere.
+
+    At start-up, the servers of this host's failed evacuations; then
+    those not given back whole yet. Never raises.
     """
     try:
-        failed = objects.MigrationList.get_by_filters(context, {
-            'source_compute': manager.host, 'migration_type': 'evacuation',
-            'status': list(FAILED)})
-        uuids = {migration.instance_uuid for migration in failed}
-        instances = [instance for instance in objects.InstanceList.
-                     get_by_host(context, manager.host)
-                     if instance.uuid in uuids]
+        instances = _servers(manager, context, tries.pending(), start)
     except Exception:
         LOG.exception('Could not look for failed evacuations from %s',
                       manager.host)
         return
     for instance in instances:
         try:
-            _give_back(manager, context, instance)
+            give_back(manager, context, instance, tries)
         except Exception:
             LOG.exception('Could not give the server of the failed '
                           'evacuation back to %s', manager.host,
                           instance=instance)
 
 
-def _give_back(manager, context, instance):
+def _servers(manager, context, uuids, history):
+    """The servers hosted here among ``uuids``, and ``history``'s.
+
+    With ``history``, also those of this host's failed evacuations.
+    """
+    uuids = set(uuids)
+    if history:
+        uuids.update(m.instance_uuid for m in objects.MigrationList.
+                     get_by_filters(context, {
+                         'source_compute': manager.host,
+                         'migration_type': 'evacuation',
+                         'status': list(FAILED)}))
+    if not uuids:
+        return []
+    return [instance for instance in objects.InstanceList.get_by_host(
+        context, manager.host, expected_attrs=[]) if instance.uuid in uuids]
+
+
+def evacuation(context, host, instance):
+    """The failed evacuation from ``host`` that left ``instance`` here.
+
+    :returns: the migration, or None: the server is not hosted here, has a
+        task state, or its newest evacuation did not fail from here
+    """
+    if instance.host != host or instance.task_state is not None:
+        return None
     newest = objects.MigrationList.get_by_filters(
         context, {'instance_uuid': instance.uuid,
                   'migration_type': 'evacuation'},
         sort_keys=['created_at', 'id'], sort_dirs=['desc', 'desc'], limit=1)
-    if (instance.task_state is not None or not newest or
-            newest[0].status not in FAILED):
+    if newest and newest[0].status in FAILED and (
+            newest[0].source_compute == host):
+        return newest[0]
+    return None
+
+
+def give_back(manager, context, instance, tries):
+    """Give one server its volumes and ports back here, if it is due."""
+    migration = evacuation(context, manager.host, instance)
+    key = (instance.uuid, migration and migration.uuid)
+    if migration is None or not tries.due(key):
         return
-    for bdm in objects.BlockDeviceMappingList.get_by_instance_uuid(
-            context, instance.uuid):
-        if bdm.is_volume and bdm.attachment_id and _unused(
-                manager, context, bdm):
-            connect(manager, context, instance, bdm, newest[0])
-    away = _away(manager, context, instance)
-    if not away:
+    volumes = _volumes(manager, context, instance)
+    ports = _not_home(manager, context, instance)
+    errors = {}
+    for bdm in volumes:
+        errors[bdm.volume_id] = connect(manager, context, instance, bdm)
+    if ports:
+        errors.update(bind(manager, context, instance, ports))
+    volumes_left = _volumes(manager, context, instance) if volumes else []
+    ports_left = _not_home(manager, context, instance) if ports else []
+    if not (volumes_left or ports_left):
+        tries.done.add(key)
+        if volumes or ports:
+            LOG.warning('Evacuation %s from %s failed: gave back to %s the '
+                        'server\'s volumes %s and ports %s', migration.uuid,
+                        manager.host, manager.host,
+                        [bdm.volume_id for bdm in volumes],
+                        [port['id'] for port in ports], instance=instance)
         return
+    count = tries.count[key] = tries.count.get(key, 0) + 1
+    why = 'evacuation %s from %s failed; not given back after %d of %d ' \
+        'tries' % (migration.uuid, manager.host, count, TRIES)
+    if count < TRIES:
+        LOG.info('%s: volumes %s, ports %s (%s)', why,
+                 [bdm.volume_id for bdm in volumes_left],
+                 ['%s: %s on %s' % (port['id'], port.get('binding:vif_type'),
+                                    port.get('binding:host_id'))
+                  for port in ports_left],
+                 errors, instance=instance)
+        return
+    report(manager, context, instance, manager.host, ports_left, why)
+    for bdm in volumes_left:
+        LOG.warning('Volume %s of the server is not connected on %s (%s: '
+                    '%s): once checked, run: %s', bdm.volume_id,
+                    manager.host, why, errors.get(bdm.volume_id),
+                    ' && '.join(runbook.refresh_volumes(
+                        manager.host, instance.uuid, [bdm.volume_id])),
+                    instance=instance)
+
+
+def _volumes(manager, context, instance):
+    """The server's volume mappings whose attachment no guest uses."""
+    return [bdm for bdm in objects.BlockDeviceMappingList.
+            get_by_instance_uuid(context, instance.uuid)
+            if bdm.is_volume and bdm.attachment_id and
+            _unused(manager, context, bdm)]
+
+
+def bind(manager, context, instance, ports):
+    """Bind ``ports`` here. Never raises.
+
+    :returns: the error of each port, by port id
+    """
     try:
         mappings = provider_mappings(manager, context, instance, manager.host)
         manager.network_api.setup_instance_network_on_host(
             context, instance, manager.host, provider_mappings=mappings)
         manager.network_api.get_instance_nw_info(context, instance)
     except Exception as error:
-        report(manager, context, instance, manager.host, away, error)
-        return
-    LOG.warning('Evacuation %s from %s failed: bound ports %s back to %s',
-                newest[0].uuid, manager.host,
-                ', '.join(port['id'] for port in away), manager.host,
-                instance=instance)
+        return {port['id']: str(error) for port in ports}
+    return {}
 
 
 def _unused(manager, context, bdm):
@@ -135,15 +232,18 @@ def _unused(manager, context, bdm):
     return info.get('status') in ('reserved', 'attaching')
 
 
-def connect(manager, context, instance, bdm, migration):
+def connect(manager, context, instance, bdm):
     """Connect one volume of the server for this host. Never raises.
 
     nova's own steps, as ``finish_revert_resize`` takes them for the
     source of a resize: the attachment updated with this host's
-    connector, the mapping's connection info saved from cinder's answer,
-    the attachment completed (the volume ``in-use``). Nothing is
-    disconnected. An attachment a newer operation replaced since it was
-    read is gone (cinder answers NotFound): left to that operation.
+    connector (cinder exports the volume here again), the mapping's
+    connection info saved from cinder's answer, the attachment completed
+    (the volume ``in-use``). Nothing is disconnected. An attachment a
+    newer operation replaced since it was read is gone (cinder answers
+    NotFound): left to that operation.
+
+    :returns: None, or the error
     """
     try:
         manager._update_volume_attachments(context, instance, [bdm])
@@ -154,25 +254,24 @@ def connect(manager, context, instance, bdm, migration):
         LOG.warning('Volume %s: attachment %s was replaced since it was '
                     'read; left to the operation that replaced it',
                     bdm.volume_id, bdm.attachment_id, instance=instance)
-        return
     except Exception as error:
-        LOG.warning('Evacuation %s from %s failed, and so did connecting '
-                    'volume %s here again (%s): once checked, run: %s',
-                    migration.uuid, manager.host, bdm.volume_id, error,
-                    ' && '.join(runbook.refresh_volumes(
-                        manager.host, instance.uuid, [bdm.volume_id])),
-                    instance=instance)
-        return
-    LOG.warning('Evacuation %s from %s failed: volume %s connected here '
-                'again (attachment %s)', migration.uuid, manager.host,
-                bdm.volume_id, bdm.attachment_id, instance=instance)
+        LOG.info('Could not connect volume %s on %s: %s', bdm.volume_id,
+                 manager.host, error, instance=instance)
+        return str(error)
+    return None
 
 
-def _away(manager, context, instance):
-    """The ports of ``instance`` bound to another host than its own."""
+def home(port, host):
+    """Whether neutron says ``port`` is bound to ``host`` and works there."""
+    return (port.get('binding:host_id') == host and
+            port.get('binding:vif_type') not in REFUSED)
+
+
+def _not_home(manager, context, instance):
+    """The ports of ``instance`` not bound to its host, or refused there."""
     return [port for port in manager.network_api.list_ports(
         context, device_id=instance.uuid)['ports']
-        if port.get('binding:host_id') != instance.host]
+        if not home(port, instance.host)]
 
 
 def provider_mappings(manager, context, instance, host):
@@ -199,6 +298,34 @@ def provider_mappings(manager, context, instance, host):
     return spec.get_request_group_mapping()
 
 
+def left(manager, context):
+    """What failed evacuations from here did not give back; reads only.
+
+    For ``nova-evac-cleanup audit``: per server, the ports not bound here
+    with a working vif type and the volumes not connected here, and the
+    commands that do it by hand.
+    """
+    result = []
+    for instance in _servers(manager, context, (), True):
+        migration = evacuation(context, manager.host, instance)
+        if migration is None:
+            continue
+        ports = _not_home(manager, context, instance)
+        volumes = [bdm.volume_id for bdm in _volumes(manager, context,
+                                                     instance)]
+        if ports or volumes:
+            result.append({
+                'instance': instance.uuid, 'migration': migration.uuid,
+                'ports': {port['id']: '%s on %s' % (
+                    port.get('binding:vif_type'),
+                    port.get('binding:host_id')) for port in ports},
+                'volumes': volumes,
+                'commands': commands(manager, context, instance, ports) + (
+                    runbook.refresh_volumes(manager.host, instance.uuid,
+                                            volumes) if volumes else [])})
+    return result
+
+
 def report_away(manager, context, instance, why):
     """Log the commands that bind the ports away from its host back.
 
@@ -206,7 +333,7 @@ def report_away(manager, context, instance, why):
     evacuation's source once it failed). Never raises.
     """
     try:
-        away = _away(manager, context, instance)
+        away = _not_home(manager, context, instance)
         if away:
             report(manager, context, instance, instance.host, away, why)
     except Exception:
@@ -214,27 +341,41 @@ def report_away(manager, context, instance, why):
                       '%s', manager.host, instance=instance)
 
 
-def report(manager, context, instance, source, ports, why):
-    """Log, once per port, the commands that bind it to ``source``."""
-    try:
-        mappings = provider_mappings(manager, context, instance, source)
-    except Exception:
-        mappings = None
-    for port in ports:
-        commands = ['openstack port set --host %s %s' % (source, port['id'])]
-        caveat = ''
-        if port.get('resource_request'):
+def commands(manager, context, instance, ports):
+    """The commands that bind ``ports`` to the server's host by hand."""
+    return [command for port in ports
+            for command in _port_commands(manager, context, instance, port)]
+
+
+def _port_commands(manager, context, instance, port, mappings=None):
+    source = instance.host
+    result = ['openstack port set --host %s %s' % (source, port['id'])]
+    if port.get('resource_request'):
+        try:
+            mappings = mappings or provider_mappings(manager, context,
+                                                     instance, source)
             allocation = mappings and manager.network_api.\
                 get_binding_profile_allocation(context, port['id'], mappings)
-            commands.insert(0, 'openstack port set --binding-profile '
-                            '\'{"allocation": %s}\' %s' % (json.dumps(
-                                allocation or 'PROVIDER_ON_%s' % source),
-                                port['id']))
+        except Exception:
+            allocation = None
+        result.insert(0, 'openstack port set --binding-profile '
+                      '\'{"allocation": %s}\' %s' % (json.dumps(
+                          allocation or 'PROVIDER_ON_%s' % source),
+                          port['id']))
+    return result
+
+
+def report(manager, context, instance, source, ports, why):
+    """Log, once per port, the commands that bind it to ``source``."""
+    for port in ports:
+        caveat = ''
+        if port.get('resource_request'):
             caveat = ('; the allocation names the providers of the '
                       'server\'s allocation on %s (openstack resource '
                       'provider allocation show %s)' % (source, instance.uuid))
-        LOG.warning('Port %s of the server is bound to %s (%s): once '
+        LOG.warning('Port %s of the server is bound to %s (%s, %s): once '
                     'nova-compute and the network agent run on %s, run: '
-                    '%s%s', port['id'], port.get('binding:host_id'), why,
-                    source, ' && '.join(commands), caveat,
-                    instance=instance)
+                    '%s%s', port['id'], port.get('binding:host_id'),
+                    port.get('binding:vif_type'), why, source, ' && '.join(
+                        _port_commands(manager, context, instance, port)),
+                    caveat, instance=instance)

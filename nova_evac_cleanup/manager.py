@@ -42,6 +42,7 @@ from nova.compute import manager as nova_manager
 from nova import context as nova_context
 from oslo_config import cfg
 from oslo_log import log as logging
+from oslo_service import periodic_task
 from oslo_utils import excutils
 
 from nova_evac_cleanup import conf
@@ -80,6 +81,8 @@ class EvacuateCleanupMixin(object):
         # two rebuilds of one instance on one host at once.
         self._evacuations = {}
         self._host_lock = None
+        #: what the give-back of failed evacuations from here tried
+        self._given_back = giveback.Tries()
         problems = nova_support.problems()
         if problems:
             LOG.error('nova-evac-cleanup cannot trust its hooks on this '
@@ -122,7 +125,8 @@ class EvacuateCleanupMixin(object):
             return super().init_host(*args, **kwargs)
         self._take_lock(host_lock.START_TIMEOUT)
         if CONF.evacuate_cleanup.enabled:
-            giveback.give_back(self, nova_context.get_admin_context())
+            giveback.give_back_all(self, nova_context.get_admin_context(),
+                                   self._given_back, start=True)
         result = super().init_host(*args, **kwargs)
         mode = CONF.evacuate_cleanup.sweep_on_start
         if CONF.evacuate_cleanup.enabled:
@@ -157,6 +161,15 @@ class EvacuateCleanupMixin(object):
                               'is free' if error.busy else '')
                 return not error.busy
         return True
+
+    def _give_back(self, context):
+        """What the periodic task does: try again what is not back yet.
+
+        The ports and volumes of this host's failed evacuations
+        (:mod:`nova_evac_cleanup.giveback`).
+        """
+        if self._cleanup_enabled():
+            giveback.give_back_all(self, context, self._given_back)
 
     def cleanup_host(self, *args, **kwargs):
         try:
@@ -319,3 +332,9 @@ class EvacuateCleanupMixin(object):
 
 class ComputeManager(EvacuateCleanupMixin, nova_manager.ComputeManager):
     """nova's compute manager with the evacuation cleanup."""
+
+    # oslo.service collects a class's periodic tasks from its own body.
+    @periodic_task.periodic_task(spacing=giveback.SPACING)
+    def _give_back_failed_evacuations(self, context):
+        """Give back here what failed evacuations from here left elsewhere."""
+        self._give_back(context)

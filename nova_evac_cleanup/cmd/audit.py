@@ -71,7 +71,9 @@ EXIT_CODES = (
 DESCRIPTION = (
     'Audit, and with --delete clean up, what failed or interrupted '
     'evacuations left on this compute host: guests, instance files, '
-    'journal entries and placement allocations. Run it on the compute host '
+    'journal entries and placement allocations; and list the ports and '
+    'volumes failed evacuations from this host have not given back to it '
+    'yet. Run it on the compute host '
     'with the configuration files of its nova-compute. Options may come '
     'before or after the command.')
 
@@ -127,9 +129,11 @@ def return_code(report):
     evacuations = report['evacuations']
     if any(e['errors'] for e in evacuations):
         return FAILED
-    if not evacuations and not report['orphaned_allocations']:
+    if not (evacuations or report['orphaned_allocations'] or
+            report.get('not_given_back')):
         return NOTHING_FOUND
-    if report['delete'] and not report['orphaned_allocations'] and all(
+    if report['delete'] and not report['orphaned_allocations'] and not (
+            report.get('not_given_back')) and all(
             e['ended'] for e in evacuations):
         return ENDED
     return FOUND

@@ -34,6 +34,8 @@ compute1's connector) and bound the port there.
   still runs.
 """
 
+import json
+
 from nova import context as nova_context
 from nova import objects
 from oslo_serialization import jsonutils
@@ -53,6 +55,7 @@ VOLUMES = (half_moved.VOLUME, uuids.data_volume)
 
 class _GivenBackTest(half_moved._HalfMovedTest):
 
+    scenarios = [('fixed', {'FIXED': True})]
     row = 'get_guest_xml'
     #: the shape of cinder's connection info (tests.harness.services)
     STYLE = services.RBD
@@ -138,3 +141,71 @@ class VolumesBackTest(_GivenBackTest):
         self.assertEqual(SOURCE, server['OS-EXT-SRV-ATTR:host'])
         self.assertEqual(self.expected('attached', SOURCE, SOURCE),
                          self.volumes())
+
+
+class RefusedBindingTest(_GivenBackTest):
+    """A binding neutron refused is not given back, and is tried again.
+
+    compute0's nova-compute starts before its network agent is alive (the
+    normal order after a host reboot): ML2's agent-based drivers and OVN
+    refuse to bind the port to it (``binding:vif_type`` ``binding_failed``)
+    though the update itself succeeds with ``binding:host_id`` compute0.
+    Issue 28's fix compared the host only: it said the port was bound
+    back and never tried again. After the fix the port does not count as
+    given back until neutron binds it with a working vif type, and
+    compute0's periodic task tries again until it does.
+    """
+
+    scenarios = [('stock', {'FIXED': False}), ('fixed', {'FIXED': True})]
+
+    def binding(self):
+        """``(binding:host_id, binding:vif_type)`` of the server's port."""
+        [port] = self.neutron.list_ports(True, device_id=self.server_id)[
+            'ports']
+        return port['binding:host_id'], port['binding:vif_type']
+
+    def test_refused_then_bound(self):
+        server = self._boot_with_port_and_volume()
+        self.server_id = server['id']
+        self._fail_source()
+        server, _error = self._fail_evacuation(server, self.row)
+        self.assertEqual((DEST, 'ovs'), self.binding())
+        self.neutron.agents_down = {SOURCE}
+        self._restart_source()
+
+        if not self.FIXED:
+            self.assertEqual((DEST, 'ovs'), self.binding())
+            return
+        # Meta-test: neutron refused the binding.
+        self.assertEqual((SOURCE, 'binding_failed'), self.binding())
+        self.assertNotRegex(self.stdlog.logger.output,
+                            '%s.*back to %s' % (self.port, SOURCE))
+        self.assertNotRegex(self.stdlog.logger.output,
+                            'gave back to %s.*%s' % (SOURCE, self.port))
+        # The agent is alive: the periodic task's next run binds it.
+        self.neutron.agents_down = set()
+        self.compute0.manager._give_back_failed_evacuations(
+            nova_context.get_admin_context())
+        self.assertEqual((SOURCE, 'ovs'), self.binding())
+        self.assertRegex(self.stdlog.logger.output,
+                         'gave back to %s.*%s' % (SOURCE, self.port))
+
+
+class AuditListsTest(_GivenBackTest):
+    """``nova-evac-cleanup audit`` on compute0 lists what is not back."""
+
+    def test_the_audit_lists_what_is_not_back(self):
+        server = self._boot_with_port_and_volume()
+        self._fail_source()
+        self._fail_evacuation(server, self.row)
+        self.neutron.agents_down = {SOURCE}
+        self._restart_source()
+
+        code, out, _err = self._run_audit(as_json=True, host=SOURCE)
+        [left] = json.loads(out)['not_given_back']
+        self.assertEqual((server['id'], {self.port: 'binding_failed on %s' %
+                                         SOURCE}, []),
+                         (left['instance'], left['ports'], left['volumes']))
+        self.assertIn('openstack port set --host %s %s' % (SOURCE, self.port),
+                      left['commands'])
+        self.assertEqual(3, code)

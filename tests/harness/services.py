@@ -12,25 +12,36 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""What nova's cinder fixture lacks for a server given back.
+"""What nova's neutron and cinder fixtures lack for a server given back.
 
 nova's ``CinderFixture`` answers every attachment with connection info,
 even a reserved one, tracks no attachment status and gives every host the
-same connection info. Real cinder does, and the give-back of a failed
-evacuation (issue 33) depends on it: an attachment is ``reserved`` (no
-connector, no connection info), ``attaching`` once updated with a
-connector, ``attached`` once completed; ``attachment_get`` answers what
-nova's cinder API would (connection info only once connected, its status
-inside it). With ``STYLE`` ``rbd`` or ``iscsi`` on the fixture the
-connection info is shaped like Ceph's (the same on every host) or like a
-SAN's, whose LUN a host sees depends on the host (:func:`lun`).
+same connection info; its ``NeutronFixture`` has no revision numbers, no
+``If-Match`` and binds every port whatever the host's agent. Real services
+do, and the give-back of a failed evacuation (issue 33) depends on it:
 
-:func:`install` patches the fixture class for one test.
+* cinder: an attachment is ``reserved`` (no connector, no connection
+  info), ``attaching`` once updated with a connector, ``attached`` once
+  completed; ``attachment_get`` answers what nova's cinder API would
+  (connection info only once connected, its status inside it). With
+  ``STYLE`` ``rbd`` or ``iscsi`` on the fixture the connection info is
+  shaped like Ceph's (the same on every host) or like a SAN's, whose LUN
+  a host sees depends on the host (:func:`lun`);
+* neutron: each port has a ``revision_number``, raised by every update; an
+  update with ``revision_number`` (neutronclient's ``If-Match``) that is
+  not the port's is refused with 412; a port bound to a host in the
+  fixture's ``agents_down`` (a set, empty at first) gets
+  ``binding_failed``, as ML2's agent-based drivers and OVN answer for a
+  host whose agent or chassis is not alive; bound again once it is
+  alive, it gets its own vif type back.
+
+:func:`install` patches both fixture classes for one test.
 """
 
 import copy
 
 import fixtures
+from neutronclient.common import exceptions as neutron_exceptions
 from nova.tests import fixtures as nova_fixtures
 
 #: The connection info styles of :func:`connection_info`.
@@ -111,10 +122,60 @@ def _cinder(test):
             'nova.tests.fixtures.CinderFixture.' + name, function))
 
 
+def _neutron(test):
+    fixture_class = nova_fixtures.NeutronFixture
+    update = fixture_class.update_port
+    list_ports = fixture_class.list_ports
+    show_port = fixture_class.show_port
+
+    def revised(fixture):
+        """Every port with a revision, the vif type it binds with kept."""
+        working = fixture.__dict__.setdefault('working_vif_types', {})
+        for port in fixture._ports.values():
+            port.setdefault('revision_number', 1)
+            working.setdefault(port['id'], port['binding:vif_type'])
+        fixture.__dict__.setdefault('agents_down', set())
+        return working
+
+    def update_port(fixture, port_id, body=None, revision_number=None):
+        working = revised(fixture)
+        port = fixture._ports[port_id]
+        if revision_number is not None and (
+                revision_number != port['revision_number']):
+            raise neutron_exceptions.NeutronClientException(
+                status_code=412, message='RevisionNumberConstraintFailed: '
+                'constrained to %s, port %s is at %s' % (
+                    revision_number, port_id, port['revision_number']))
+        host = body['port'].get('binding:host_id',
+                                port.get('binding:host_id'))
+        port['binding:vif_type'] = (
+            'binding_failed' if host in fixture.agents_down
+            else working[port_id])
+        result = update(fixture, port_id, body)
+        port['revision_number'] += 1
+        result['port']['revision_number'] = port['revision_number']
+        return result
+
+    def list_ports_revised(fixture, *args, **kwargs):
+        revised(fixture)
+        return list_ports(fixture, *args, **kwargs)
+
+    def show_port_revised(fixture, *args, **kwargs):
+        revised(fixture)
+        return show_port(fixture, *args, **kwargs)
+
+    for name, function in (('update_port', update_port),
+                           ('list_ports', list_ports_revised),
+                           ('show_port', show_port_revised)):
+        test.useFixture(fixtures.MonkeyPatch(
+            'nova.tests.fixtures.NeutronFixture.' + name, function))
+
+
 def install(test):
-    """Patch nova's cinder fixture for ``test``.
+    """Patch nova's cinder and neutron fixtures for ``test``.
 
     Before the fixtures are set up: the cinder fixture binds its methods
     then.
     """
     _cinder(test)
+    _neutron(test)

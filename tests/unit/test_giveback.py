@@ -22,6 +22,7 @@ from nova import test
 from oslo_utils.fixture import uuidsentinel as uuids
 
 from nova_evac_cleanup import giveback
+from nova_evac_cleanup import manager
 
 HOST = 'compute0'
 
@@ -30,12 +31,14 @@ class TestGiveBack(test.NoDBTestCase):
 
     def setUp(self):
         super().setUp()
+        self.tries = giveback.Tries()
         self.manager = mock.Mock(host=HOST)
         self.context = mock.sentinel.context
         self.instance = objects.Instance(uuid=uuids.instance, host=HOST,
                                          node='node0', task_state=None)
         self.newest = objects.Migration(uuid=uuids.migration,
                                         instance_uuid=uuids.instance,
+                                        source_compute=HOST,
                                         status='failed')
         self.useFixture(test.fixtures.MockPatchObject(
             objects.MigrationList, 'get_by_filters',
@@ -75,7 +78,8 @@ class TestGiveBack(test.NoDBTestCase):
         spec.requested_resources[0].provider_uuids = [uuids.bandwidth]
 
     def test_bound_back_with_the_allocation_here(self):
-        giveback.give_back(self.manager, self.context)
+        giveback.give_back_all(self.manager, self.context, self.tries,
+                               start=True)
 
         self.manager.network_api.setup_instance_network_on_host.\
             assert_called_once_with(self.context, self.instance, HOST,
@@ -90,12 +94,15 @@ class TestGiveBack(test.NoDBTestCase):
     def test_nothing_but_a_failed_newest_evacuation(self):
         for status in ('done', 'completed', 'pre-migrating', 'accepted'):
             self.newest.status = status
-            giveback.give_back(self.manager, self.context)
+            giveback.give_back_all(self.manager, self.context, self.tries,
+                                   start=True)
         self.instance.task_state, self.newest.status = 'rebooting', 'failed'
-        giveback.give_back(self.manager, self.context)
+        giveback.give_back_all(self.manager, self.context, self.tries,
+                               start=True)
         self.instance.task_state = None
         self.ports[0]['binding:host_id'] = HOST
-        giveback.give_back(self.manager, self.context)
+        giveback.give_back_all(self.manager, self.context, self.tries,
+                               start=True)
 
         self.manager.network_api.setup_instance_network_on_host.\
             assert_not_called()
@@ -107,7 +114,8 @@ class TestGiveBack(test.NoDBTestCase):
             return_value = {uuids.group: uuids.bandwidth}
 
         for _try in range(giveback.TRIES + 2):
-            giveback.give_back(self.manager, self.context)
+            giveback.give_back_all(self.manager, self.context, self.tries,
+                                   start=True)
 
         self.assertEqual(
             giveback.TRIES, self.manager.network_api.
@@ -127,12 +135,14 @@ class TestVolumes(test.NoDBTestCase):
 
     def setUp(self):
         super().setUp()
+        self.tries = giveback.Tries()
         self.manager = mock.Mock(host=HOST)
         self.context = mock.sentinel.context
         self.instance = objects.Instance(uuid=uuids.instance, host=HOST,
                                          node='node0', task_state=None)
         self.newest = objects.Migration(uuid=uuids.migration,
                                         instance_uuid=uuids.instance,
+                                        source_compute=HOST,
                                         status='failed')
         self.useFixture(test.fixtures.MockPatchObject(
             objects.MigrationList, 'get_by_filters',
@@ -164,7 +174,8 @@ class TestVolumes(test.NoDBTestCase):
         self.manager.network_api.list_ports.return_value = {'ports': []}
 
     def test_only_attachments_no_guest_uses(self):
-        giveback.give_back(self.manager, self.context)
+        giveback.give_back_all(self.manager, self.context, self.tries,
+                               start=True)
 
         # nova's own steps, one volume at a time, in nova's order.
         calls = [call for call in self.manager.method_calls
@@ -190,18 +201,27 @@ class TestVolumes(test.NoDBTestCase):
         self.manager._terminate_volume_connections.assert_not_called()
 
     def test_an_error_per_volume_and_the_next_goes_on(self):
-        self.manager._update_volume_attachments.side_effect = [
-            exception.CinderConnectionFailed(reason='down'), None]
+        def update(context, instance, bdms):
+            if bdms == [self.bdms[0]]:
+                raise exception.CinderConnectionFailed(reason='cinder down')
 
-        giveback.give_back(self.manager, self.context)
+        self.manager._update_volume_attachments.side_effect = update
 
+        for _try in range(giveback.TRIES + 1):
+            giveback.give_back_all(self.manager, self.context, self.tries,
+                                   start=True)
+
+        # The next volume went on, at every try.
+        self.assertEqual(
+            [mock.call(self.context, [self.bdms[1]])] * giveback.TRIES,
+            self.manager._complete_volume_attachments.call_args_list)
+        # One WARNING per volume left, at the last try, with the commands.
         log = self.stdlog.logger.output
-        self.assertIn('nova-manage volume_attachment refresh %s %s '
-                      'connector.json' % (uuids.instance, uuids.reserved), log)
-        self.assertNotIn('refresh %s %s' % (uuids.instance, uuids.attaching),
-                         log)
-        self.manager._complete_volume_attachments.assert_called_once_with(
-            self.context, [self.bdms[1]])
+        command = 'nova-manage volume_attachment refresh %s %s ' \
+            'connector.json' % (uuids.instance, uuids.reserved)
+        self.assertEqual(1, log.count(command))
+        self.assertIn('cinder down', log[log.index('Volume %s of the server '
+                                                   % uuids.reserved):])
 
     def test_replaced_since_read_is_left_alone(self):
         """A retry deleted the reserved attachment: cinder says NotFound."""
@@ -210,9 +230,30 @@ class TestVolumes(test.NoDBTestCase):
                 attachment_id=uuids.reserved_attachment))
         self.bdms[1:3] = []
 
-        giveback.give_back(self.manager, self.context)
+        giveback.give_back_all(self.manager, self.context, self.tries,
+                               start=True)
 
         self.manager._get_instance_block_device_info.assert_not_called()
         self.manager._complete_volume_attachments.assert_not_called()
         self.assertIn('replaced since it was read',
                       self.stdlog.logger.output)
+
+
+class TestPeriodicTask(test.NoDBTestCase):
+    """The source tries again once a minute, as a nova periodic task."""
+
+    def test_registered_on_the_manager(self):
+        spacing = {name.rsplit('.', 1)[-1]: value for name, value in
+                   manager.ComputeManager._periodic_spacing.items()}
+        self.assertEqual(giveback.SPACING,
+                         spacing['_give_back_failed_evacuations'])
+
+    def test_nothing_when_disabled(self):
+        self.flags(enabled=False, group='evacuate_cleanup')
+        compute = manager.ComputeManager()
+        with mock.patch.object(giveback, 'give_back_all') as give_back_all:
+            compute._give_back_failed_evacuations(mock.sentinel.context)
+            self.flags(enabled=True, group='evacuate_cleanup')
+            compute._give_back_failed_evacuations(mock.sentinel.context)
+        give_back_all.assert_called_once_with(
+            compute, mock.sentinel.context, compute._given_back)
