@@ -63,17 +63,17 @@ class _GivenBackTest(half_moved._HalfMovedTest):
     def setUp(self):
         super().setUp()
         self.cinder.STYLE = self.STYLE
-        # What compute0's driver is asked to disconnect.
-        self.detached = []
-        real = fake_libvirt.FakeLibvirtDriver.detach_volume
+        # What each host's driver disconnects (os-brick's part).
+        self.disconnected = []
+        real = fake_libvirt.FakeLibvirtDriver._disconnect_volume
 
-        def detach_volume(driver, context, connection_info, *args, **kw):
-            self.detached.append((driver._host, connection_info))
-            return real(driver, context, connection_info, *args, **kw)
+        def disconnect(driver, context, connection_info, instance):
+            self.disconnected.append(driver._host)
+            return real(driver, context, connection_info, instance)
 
         self.stub_out(
-            'tests.harness.fake_libvirt.FakeLibvirtDriver.detach_volume',
-            detach_volume)
+            'tests.harness.fake_libvirt.FakeLibvirtDriver._disconnect_volume',
+            disconnect)
 
     def volumes(self):
         """Each volume's attachment, as ``(status, connector host, LUN)``.
@@ -129,7 +129,7 @@ class VolumesBackTest(_GivenBackTest):
         self.assertEqual(self.expected('attached', SOURCE, SOURCE),
                          self.volumes())
         # Nothing disconnected on compute0, whose guest still runs.
-        self.assertEqual([], [d for d in self.detached if d[0] == SOURCE])
+        self.assertNotIn(SOURCE, self.disconnected)
         self.assertEqual('running',
                          self.world.domain_state(SOURCE, server['id']))
         self.assertEqual(0, self.world.calls(SOURCE)['destroy'])

@@ -27,7 +27,8 @@ from nova_evac_cleanup import manager
 HOST = 'compute0'
 
 
-class TestGiveBack(test.NoDBTestCase):
+class _SourceTestCase(test.NoDBTestCase):
+    """compute0, the source: a server whose evacuation from it failed."""
 
     def setUp(self):
         super().setUp()
@@ -50,6 +51,12 @@ class TestGiveBack(test.NoDBTestCase):
         self.useFixture(test.fixtures.MockPatchObject(
             objects.BlockDeviceMappingList, 'get_by_instance_uuid',
             side_effect=lambda context, uuid: self.bdms))
+
+
+class TestGiveBack(_SourceTestCase):
+
+    def setUp(self):
+        super().setUp()
         self.ports = [
             {'id': uuids.away, 'binding:host_id': 'compute1',
              'resource_request': {'request_groups': [{'id': uuids.group}]}},
@@ -130,26 +137,11 @@ class TestGiveBack(test.NoDBTestCase):
         self.assertEqual(1, log.count('--host %s %s' % (HOST, uuids.away)))
 
 
-class TestVolumes(test.NoDBTestCase):
+class TestVolumes(_SourceTestCase):
     """Issue 33: the volumes no guest uses, connected here again."""
 
     def setUp(self):
         super().setUp()
-        self.tries = giveback.Tries()
-        self.manager = mock.Mock(host=HOST)
-        self.context = mock.sentinel.context
-        self.instance = objects.Instance(uuid=uuids.instance, host=HOST,
-                                         node='node0', task_state=None)
-        self.newest = objects.Migration(uuid=uuids.migration,
-                                        instance_uuid=uuids.instance,
-                                        source_compute=HOST,
-                                        status='failed')
-        self.useFixture(test.fixtures.MockPatchObject(
-            objects.MigrationList, 'get_by_filters',
-            side_effect=lambda context, filters, **kwargs: [self.newest]))
-        self.useFixture(test.fixtures.MockPatchObject(
-            objects.InstanceList, 'get_by_host',
-            return_value=[self.instance]))
         self.bdms = [objects.BlockDeviceMapping(
             volume_id=volume, attachment_id=attachment, source_type='volume',
             destination_type='volume') for volume, attachment in (
@@ -158,9 +150,6 @@ class TestVolumes(test.NoDBTestCase):
                 (uuids.attached, uuids.attached_attachment))] + [
             objects.BlockDeviceMapping(source_type='image',
                                        destination_type='local')]
-        self.useFixture(test.fixtures.MockPatchObject(
-            objects.BlockDeviceMappingList, 'get_by_instance_uuid',
-            return_value=self.bdms))
         # What nova's cinder API answers (_translate_attachment_ref).
         answers = {
             uuids.reserved_attachment: {'status': 'reserved',
