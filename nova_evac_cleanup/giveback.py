@@ -15,46 +15,45 @@
 """Give a failed evacuation's server back to its source host, whole.
 
 Before it spawns, nova's evacuation binds the server's ports to the
-destination (``setup_instance_network_on_host``) and moves its volume
-attachments there (``detach_block_devices``, ``_prep_block_device``).
-When it fails nothing moves them back: the destination's cleanup
-(:mod:`~nova_evac_cleanup.unwind`) replaces its attachments by reserved
-ones and never binds a port to a dead source (its agent would refuse);
-nova's periodic ``_heal_instance_info_cache`` is off by default since nova
-31 and passes no provider mappings, ``_init_instance`` skips a server in
-ERROR, a hard reboot neither rebinds ports nor refreshes volume
-connection info. The source takes them back (:func:`give_back_all`) as
-its nova-compute starts, before nova's ``init_host`` touches a guest, for
-each server hosted here with no task state whose newest evacuation left
-from here and failed:
+destination and moves its volume attachments there; when it fails nothing
+moves them back (the destination's cleanup, :mod:`~nova_evac_cleanup.
+unwind`, leaves the attachments reserved and never binds a port to a dead
+source). nova's own heal of the ports is off by default since nova 31,
+``_init_instance`` skips a server in ERROR, a hard reboot neither rebinds
+ports nor refreshes connection info. So the source takes them back, as its
+nova-compute starts (before nova's ``init_host`` touches a guest) and then
+every :data:`SPACING` seconds (the manager's periodic task), for each
+server hosted here with no task state whose newest migration is an
+evacuation from here that failed (:func:`evacuation`):
 
-* volumes: each mapping that names an attachment no guest uses (reserved,
-  or updated and never completed) is connected for this host with nova's
-  own steps for a reverted resize (:func:`connect`). Nothing is
-  disconnected here: a guest still running here (only nova-compute was
-  down) keeps its devices, and no host disconnects a connection it never
-  made;
-* ports: bound to this host with the provider mappings of the server's
-  allocation in this host's provider tree, as nova's revert of a resize
-  does (:func:`bind`): a port with a resource request keeps its
-  allocation's provider, and an SR-IOV port gets this host's PCI device
-  (nova reads it from the instance).
+* volumes: each mapping naming an attachment no guest uses (reserved, or
+  updated and never completed) is connected for this host with nova's own
+  steps for a reverted resize (:func:`connect`); nothing is disconnected
+  here, so a guest still running here keeps its devices;
+* ports: each port not bound here with a working vif type is bound here as
+  nova's unshelve would (:func:`binding`): the provider mappings of the
+  server's allocation on this host, this host's PCI device for SR-IOV.
 
-Each counts as given back only once cinder and neutron say so: the
-attachment ``attached``, the port bound here with a working vif type (not
-``binding_failed``: ML2's agent-based drivers and OVN refuse to bind to a
-host whose agent is not alive yet, the normal order after a reboot). What
-is not back is tried again by the manager's periodic task, every
-:data:`SPACING` seconds, :data:`TRIES` times in all; at the last try one
-WARNING per port and volume says what to run, and ``nova-evac-cleanup
-audit`` lists them (:func:`left`). The destination logs, per port, the
-commands that bind it back by hand (:func:`report`).
+Never over a newer operation (nova's evacuate API checks no task state):
+the ports and attachments are read, then the evacuation is confirmed to
+be still the server's newest migration, then each port is updated only at
+the revision read (neutron's ``If-Match``) and each attachment by the id
+read. An HA retry accepted since changes the port's revision (412) and
+deletes the attachment (NotFound): both are left to it.
+
+Each counts as given back once neutron and cinder say so; what is not
+(a binding refused because the host's agent is not alive yet, the normal
+order after a reboot; a cinder error) is tried again, :data:`TRIES` times
+in all. At the last try one WARNING per port and volume gives the
+commands; ``nova-evac-cleanup audit`` lists them (:func:`left`).
 """
 
 import json
 
+from neutronclient.common import exceptions as neutron_exceptions
 from nova import exception
 from nova.network import model as network_model
+from nova.network import neutron
 from nova import objects
 from nova.scheduler import utils as scheduler_utils
 from oslo_log import log as logging
@@ -68,10 +67,9 @@ FAILED = ('failed', 'error')
 #: What neutron answers for a binding its mechanism drivers refused.
 REFUSED = (network_model.VIF_TYPE_BINDING_FAILED,
            network_model.VIF_TYPE_UNBOUND)
-#: Seconds between the manager's periodic tries of what is not back yet.
+#: Seconds between the periodic tries of what is not back yet.
 SPACING = 60
-#: How many times a server is tried: at start-up, then once a periodic
-#: task's spacing after the other (about ten minutes in all).
+#: Tries of a server in all: at start-up, then one per periodic run.
 TRIES = 10
 
 
@@ -79,16 +77,12 @@ class Tries(object):
     """What this process tried, by ``(instance uuid, migration uuid)``."""
 
     def __init__(self):
-        #: how many times each server not given back whole was tried
-        self.count = {}
-        #: the servers given back whole
-        self.done = set()
+        self.count, self.done = {}, set()
 
     def due(self, key):
         return key not in self.done and self.count.get(key, 0) < TRIES
 
     def pending(self):
-        """The instance uuids to try again."""
         return {uuid for (uuid, _m), n in self.count.items() if n < TRIES}
 
 
@@ -127,8 +121,9 @@ def _servers(manager, context, uuids, history):
                          'status': list(FAILED)}))
     if not uuids:
         return []
-    return [instance for instance in objects.InstanceList.get_by_host(
-        context, manager.host, expected_attrs=[]) if instance.uuid in uuids]
+    return objects.InstanceList.get_by_filters(
+        context, {'uuid': sorted(uuids), 'host': manager.host,
+                  'deleted': False}, expected_attrs=[])
 
 
 def evacuation(context, host, instance):
@@ -155,15 +150,22 @@ def give_back(manager, context, instance, tries):
     key = (instance.uuid, migration and migration.uuid)
     if migration is None or not tries.due(key):
         return
+    client = neutron.get_client(context, admin=True)
     volumes = _volumes(manager, context, instance)
-    ports = _not_home(manager, context, instance)
-    errors = {}
-    for bdm in volumes:
-        errors[bdm.volume_id] = connect(manager, context, instance, bdm)
+    ports = _not_home(client, instance)
+    if (volumes or ports) and getattr(evacuation(
+            context, manager.host, objects.Instance.get_by_uuid(
+                context, instance.uuid, expected_attrs=[])),
+            'uuid', None) != migration.uuid:
+        LOG.info('Evacuation %s from %s: the server moved on; left alone',
+                 migration.uuid, manager.host, instance=instance)
+        return
+    errors = {bdm.volume_id: connect(manager, context, instance, bdm)
+              for bdm in volumes}
     if ports:
-        errors.update(bind(manager, context, instance, ports))
+        errors.update(bind(manager, context, instance, client, ports))
     volumes_left = _volumes(manager, context, instance) if volumes else []
-    ports_left = _not_home(manager, context, instance) if ports else []
+    ports_left = _not_home(client, instance) if ports else []
     if not (volumes_left or ports_left):
         tries.done.add(key)
         if volumes or ports:
@@ -177,14 +179,12 @@ def give_back(manager, context, instance, tries):
     why = 'evacuation %s from %s failed; not given back after %d of %d ' \
         'tries' % (migration.uuid, manager.host, count, TRIES)
     if count < TRIES:
-        LOG.info('%s: volumes %s, ports %s (%s)', why,
+        LOG.info('%s: volumes %s, ports %s: %s', why,
                  [bdm.volume_id for bdm in volumes_left],
-                 ['%s: %s on %s' % (port['id'], port.get('binding:vif_type'),
-                                    port.get('binding:host_id'))
-                  for port in ports_left],
-                 errors, instance=instance)
+                 [port['id'] for port in ports_left], errors,
+                 instance=instance)
         return
-    report(manager, context, instance, manager.host, ports_left, why)
+    report(manager, context, instance, ports_left, why)
     for bdm in volumes_left:
         LOG.warning('Volume %s of the server is not connected on %s (%s: '
                     '%s): once checked, run: %s', bdm.volume_id,
@@ -195,53 +195,34 @@ def give_back(manager, context, instance, tries):
 
 
 def _volumes(manager, context, instance):
-    """The server's volume mappings whose attachment no guest uses."""
-    return [bdm for bdm in objects.BlockDeviceMappingList.
-            get_by_instance_uuid(context, instance.uuid)
-            if bdm.is_volume and bdm.attachment_id and
-            _unused(manager, context, bdm)]
-
-
-def bind(manager, context, instance, ports):
-    """Bind ``ports`` here. Never raises.
-
-    :returns: the error of each port, by port id
-    """
-    try:
-        mappings = provider_mappings(manager, context, instance, manager.host)
-        manager.network_api.setup_instance_network_on_host(
-            context, instance, manager.host, provider_mappings=mappings)
-        manager.network_api.get_instance_nw_info(context, instance)
-    except Exception as error:
-        return {port['id']: str(error) for port in ports}
-    return {}
-
-
-def _unused(manager, context, bdm):
-    """Whether no guest uses the mapping's attachment: never completed.
+    """The server's volume mappings whose attachment no guest uses.
 
     Reserved (no connector: what the destination's cleanup, or nova's
     ``detach_block_devices``, left), or updated with a connector and not
-    completed (this give-back, or the destination's, cut short). Once
-    connected, cinder's status is in the connection info (nova's
-    ``_translate_attachment_ref``).
+    completed (a give-back cut short). Once connected, cinder's status is
+    in the connection info (nova's ``_translate_attachment_ref``).
     """
-    attachment = manager.volume_api.attachment_get(context,
-                                                   bdm.attachment_id)
-    info = attachment.get('connection_info') or attachment
-    return info.get('status') in ('reserved', 'attaching')
+    result = []
+    for bdm in objects.BlockDeviceMappingList.get_by_instance_uuid(
+            context, instance.uuid):
+        if bdm.is_volume and bdm.attachment_id:
+            attachment = manager.volume_api.attachment_get(
+                context, bdm.attachment_id)
+            info = attachment.get('connection_info') or attachment
+            if info.get('status') in ('reserved', 'attaching'):
+                result.append(bdm)
+    return result
 
 
 def connect(manager, context, instance, bdm):
     """Connect one volume of the server for this host. Never raises.
 
-    nova's own steps, as ``finish_revert_resize`` takes them for the
-    source of a resize: the attachment updated with this host's
-    connector (cinder exports the volume here again), the mapping's
-    connection info saved from cinder's answer, the attachment completed
-    (the volume ``in-use``). Nothing is disconnected. An attachment a
-    newer operation replaced since it was read is gone (cinder answers
-    NotFound): left to that operation.
+    nova's own steps, as ``finish_revert_resize`` takes them: the
+    attachment updated with this host's connector (cinder exports the
+    volume here again), the mapping's connection info refreshed from
+    cinder's answer, the attachment completed (the volume ``in-use``).
+    An attachment replaced since it was read is gone (NotFound): left to
+    the operation that replaced it.
 
     :returns: None, or the error
     """
@@ -267,11 +248,65 @@ def home(port, host):
             port.get('binding:vif_type') not in REFUSED)
 
 
-def _not_home(manager, context, instance):
+def _not_home(client, instance):
     """The ports of ``instance`` not bound to its host, or refused there."""
-    return [port for port in manager.network_api.list_ports(
-        context, device_id=instance.uuid)['ports']
-        if not home(port, instance.host)]
+    return [port for port in client.list_ports(
+        device_id=instance.uuid)['ports'] if not home(port, instance.host)]
+
+
+def bind(manager, context, instance, client, ports):
+    """Bind each port here at the revision read. Never raises.
+
+    :returns: the error of each port not bound, by port id
+    """
+    errors = {}
+    try:
+        mappings = provider_mappings(manager, context, instance, manager.host)
+    except Exception as error:
+        mappings = error
+    for port in ports:
+        try:
+            client.update_port(port['id'], {'port': binding(
+                manager, context, instance, client, port, mappings)},
+                revision_number=port['revision_number'])
+        except neutron_exceptions.NeutronClientException as error:
+            errors[port['id']] = str(error)
+            if error.status_code == 412:
+                LOG.warning('Port %s changed since it was read; left to the '
+                            'operation that changed it', port['id'],
+                            instance=instance)
+        except Exception as error:
+            errors[port['id']] = str(error)
+    if len(errors) < len(ports):
+        manager.network_api.get_instance_nw_info(context, instance)
+    return errors
+
+
+def binding(manager, context, instance, client, port, mappings):
+    """What nova's ``_update_port_binding_for_instance`` sets, for here.
+
+    As for an unshelve (no migration): ``binding:host_id`` this host, the
+    pre-migration status dropped, an SR-IOV port's PCI device the one the
+    instance has here, a resource request's allocation the providers of
+    the server's allocation in this host's tree.
+    """
+    api = manager.network_api
+    profile = dict(port.get('binding:profile') or {})
+    profile.pop('migrating_to', None)
+    if port.get('binding:vnic_type') in network_model.VNIC_TYPES_SRIOV:
+        device = api._get_port_pci_dev(instance, port)
+        if device:
+            profile.update(api._get_pci_device_profile(device))
+    if api._has_resource_request(context, port, client):
+        if isinstance(mappings, Exception) or not mappings:
+            raise exception.PortUpdateFailed(port_id=port['id'], reason=(
+                'no provider on %s to map its resource request to (%s): run'
+                ' nova-manage placement heal_allocations --instance %s' % (
+                    manager.host, mappings, instance.uuid)))
+        profile['allocation'] = api._get_binding_profile_allocation(
+            context, port, client, mappings)
+    return {'binding:host_id': manager.host, 'binding:profile': profile,
+            'device_owner': 'compute:%s' % instance.availability_zone}
 
 
 def provider_mappings(manager, context, instance, host):
@@ -279,7 +314,7 @@ def provider_mappings(manager, context, instance, host):
 
     From its allocation in the provider tree of its node there, as nova's
     ``_fill_provider_mapping_based_on_allocs``; None without a port with
-    a resource request.
+    a resource request. Raises if nothing there fits (no allocation).
     """
     groups, _params = manager.network_api.get_requested_resource_for_instance(
         context, instance.uuid)
@@ -302,17 +337,16 @@ def left(manager, context):
     """What failed evacuations from here did not give back; reads only.
 
     For ``nova-evac-cleanup audit``: per server, the ports not bound here
-    with a working vif type and the volumes not connected here, and the
+    with a working vif type, the volumes not connected here, and the
     commands that do it by hand.
     """
     result = []
     for instance in _servers(manager, context, (), True):
         migration = evacuation(context, manager.host, instance)
-        if migration is None:
-            continue
-        ports = _not_home(manager, context, instance)
-        volumes = [bdm.volume_id for bdm in _volumes(manager, context,
-                                                     instance)]
+        ports = migration and _not_home(
+            neutron.get_client(context, admin=True), instance)
+        volumes = migration and [bdm.volume_id for bdm in _volumes(
+            manager, context, instance)]
         if ports or volumes:
             result.append({
                 'instance': instance.uuid, 'migration': migration.uuid,
@@ -320,7 +354,8 @@ def left(manager, context):
                     port.get('binding:vif_type'),
                     port.get('binding:host_id')) for port in ports},
                 'volumes': volumes,
-                'commands': commands(manager, context, instance, ports) + (
+                'commands': [c for port in ports for c in _commands(
+                    manager, context, instance, port)] + (
                     runbook.refresh_volumes(manager.host, instance.uuid,
                                             volumes) if volumes else [])})
     return result
@@ -329,53 +364,44 @@ def left(manager, context):
 def report_away(manager, context, instance, why):
     """Log the commands that bind the ports away from its host back.
 
-    Once per port, for each port not bound to ``instance.host`` (the
-    evacuation's source once it failed). Never raises.
+    Once per port not bound to ``instance.host`` (the evacuation's source
+    once it failed) with a working vif type. Never raises.
     """
     try:
-        away = _not_home(manager, context, instance)
-        if away:
-            report(manager, context, instance, instance.host, away, why)
+        report(manager, context, instance, _not_home(
+            neutron.get_client(context, admin=True), instance), why)
     except Exception:
         LOG.exception('Could not read the ports of the failed evacuation to '
                       '%s', manager.host, instance=instance)
 
 
-def commands(manager, context, instance, ports):
-    """The commands that bind ``ports`` to the server's host by hand."""
-    return [command for port in ports
-            for command in _port_commands(manager, context, instance, port)]
-
-
-def _port_commands(manager, context, instance, port, mappings=None):
-    source = instance.host
-    result = ['openstack port set --host %s %s' % (source, port['id'])]
+def _commands(manager, context, instance, port):
+    """The commands that bind ``port`` to the server's host by hand."""
+    result = ['openstack port set --host %s %s' % (instance.host, port['id'])]
     if port.get('resource_request'):
         try:
-            mappings = mappings or provider_mappings(manager, context,
-                                                     instance, source)
-            allocation = mappings and manager.network_api.\
-                get_binding_profile_allocation(context, port['id'], mappings)
+            allocation = manager.network_api.get_binding_profile_allocation(
+                context, port['id'], provider_mappings(
+                    manager, context, instance, instance.host))
         except Exception:
             allocation = None
         result.insert(0, 'openstack port set --binding-profile '
                       '\'{"allocation": %s}\' %s' % (json.dumps(
-                          allocation or 'PROVIDER_ON_%s' % source),
+                          allocation or 'PROVIDER_ON_%s' % instance.host),
                           port['id']))
     return result
 
 
-def report(manager, context, instance, source, ports, why):
-    """Log, once per port, the commands that bind it to ``source``."""
+def report(manager, context, instance, ports, why):
+    """Log, once per port, the commands that bind it to its server's host."""
     for port in ports:
-        caveat = ''
-        if port.get('resource_request'):
-            caveat = ('; the allocation names the providers of the '
-                      'server\'s allocation on %s (openstack resource '
-                      'provider allocation show %s)' % (source, instance.uuid))
         LOG.warning('Port %s of the server is bound to %s (%s, %s): once '
                     'nova-compute and the network agent run on %s, run: '
                     '%s%s', port['id'], port.get('binding:host_id'),
-                    port.get('binding:vif_type'), why, source, ' && '.join(
-                        _port_commands(manager, context, instance, port)),
-                    caveat, instance=instance)
+                    port.get('binding:vif_type'), why, instance.host,
+                    ' && '.join(_commands(manager, context, instance, port)),
+                    '; the allocation names the providers of the server\'s '
+                    'allocation on %s (openstack resource provider '
+                    'allocation show %s)' % (instance.host, instance.uuid)
+                    if port.get('resource_request') else '',
+                    instance=instance)

@@ -35,7 +35,9 @@ compute1's connector) and bound the port there.
 """
 
 import json
+import threading
 
+from nova.compute import manager as nova_manager
 from nova import context as nova_context
 from nova import objects
 from oslo_serialization import jsonutils
@@ -209,3 +211,85 @@ class AuditListsTest(_GivenBackTest):
         self.assertIn('openstack port set --host %s %s' % (SOURCE, self.port),
                       left['commands'])
         self.assertEqual(3, code)
+
+
+class RetryDuringGiveBackTest(_GivenBackTest):
+    """An evacuation accepted while compute0 gives back keeps the server.
+
+    Issue 33, item 3. nova's evacuate API checks no task state, and
+    compute0's ``init_host`` runs before its service is up (an HA tool may
+    keep it forced down longer still): an HA retry to compute2 can be
+    accepted after compute0 found the failed evacuation to be the
+    server's newest migration and before it updates the port and the
+    volumes. compute0 updates the port only at the revision it read
+    (``If-Match``) and each attachment by the id it read: the retry's
+    binding changed the revision (412) and its ``detach_block_devices``
+    deleted the attachment (NotFound), so both are left to it
+    (``retry-first``). A retry that runs only after compute0's updates
+    moves them to compute2 itself (``give-back-first``). Either way the
+    retried server keeps its port and volumes on compute2.
+    """
+
+    STYLE = services.ISCSI
+    scenarios = [(name, {'FIXED': True, 'RETRY_FIRST': first})
+                 for name, first in (('retry-first', True),
+                                     ('give-back-first', False))]
+
+    def _retry(self, server):
+        """The HA tool evacuates the server to compute2: accepted."""
+        self.api.post_server_action(server['id'],
+                                    {'evacuate': {'host': half_moved.OTHER}})
+        if self.RETRY_FIRST:
+            self._wait_for_server_parameter(server, {
+                'status': 'ACTIVE',
+                'OS-EXT-SRV-ATTR:host': half_moved.OTHER})
+
+    def _hold_compute2(self):
+        """compute2's rebuild waits until compute0 has given back."""
+        manager = self.compute2.manager
+        real, released = manager.rebuild_instance, threading.Event()
+
+        def rebuild_instance(*args, **kwargs):
+            released.wait()
+            return real(*args, **kwargs)
+
+        manager.rebuild_instance = rebuild_instance
+        self.addCleanup(released.set)
+        return released
+
+    def test_retried_server_keeps_its_port_and_volumes(self):
+        self.compute2 = self._start_compute(half_moved.OTHER)
+        server = self._boot_with_port_and_volume(*VOLUMES[1:])
+        self._fail_source()
+        server, _error = self._fail_evacuation(server, self.row)
+        released = None if self.RETRY_FIRST else self._hold_compute2()
+        # The seam: compute0's first update, after its check.
+        real = nova_manager.ComputeManager._update_volume_attachments
+        retried = []
+
+        def update(manager, context, instance, bdms):
+            if manager.host == SOURCE and not retried:
+                retried.append(instance.uuid)
+                self._retry(server)
+            return real(manager, context, instance, bdms)
+
+        self.stub_out('nova.compute.manager.ComputeManager.'
+                      '_update_volume_attachments', update)
+        # compute0 starts again, still forced down by the HA tool.
+        self.compute0 = self.restart_compute_service(self.compute0)
+        self.assertEqual([server['id']], retried)
+        if released:
+            released.set()
+        server = self._wait_for_server_parameter(server, {
+            'status': 'ACTIVE', 'OS-EXT-SRV-ATTR:host': half_moved.OTHER})
+
+        [port] = self.neutron.list_ports(True, device_id=server['id'])[
+            'ports']
+        self.assertEqual((half_moved.OTHER, 'ovs'), (
+            port['binding:host_id'], port['binding:vif_type']))
+        self.assertEqual(self.expected('attached', half_moved.OTHER,
+                                       half_moved.OTHER), self.volumes())
+        if self.RETRY_FIRST:
+            log = self.stdlog.logger.output
+            self.assertIn('changed since it was read', log)
+            self.assertIn('replaced since it was read', log)

@@ -14,17 +14,46 @@
 
 """A failed evacuation's server given back on its source (issues 28, 33)."""
 
+import copy
 from unittest import mock
 
+from neutronclient.common import exceptions as neutron_exceptions
+
 from nova import exception
+from nova.network import neutron
 from nova import objects
 from nova import test
+from oslo_serialization import jsonutils
 from oslo_utils.fixture import uuidsentinel as uuids
 
 from nova_evac_cleanup import giveback
 from nova_evac_cleanup import manager
 
 HOST = 'compute0'
+
+
+class FakeNeutron(object):
+    """neutron's ports: revisions, If-Match, and bindings it may refuse."""
+
+    def __init__(self, ports):
+        self.ports = {port['id']: port for port in ports}
+        self.refuse = False
+        self.updates = []
+
+    def list_ports(self, device_id):
+        return {'ports': copy.deepcopy(list(self.ports.values()))}
+
+    def update_port(self, port_id, body, revision_number=None):
+        port = self.ports[port_id]
+        if revision_number != port['revision_number']:
+            raise neutron_exceptions.NeutronClientException(
+                status_code=412, message='RevisionNumberConstraintFailed')
+        self.updates.append((port_id, body['port'], revision_number))
+        port.update(copy.deepcopy(body['port']), revision_number=(
+            port['revision_number'] + 1), **{
+                'binding:vif_type': 'binding_failed' if self.refuse
+                else 'ovs'})
+        return {'port': copy.deepcopy(port)}
 
 
 class _SourceTestCase(test.NoDBTestCase):
@@ -45,8 +74,17 @@ class _SourceTestCase(test.NoDBTestCase):
             objects.MigrationList, 'get_by_filters',
             side_effect=lambda context, filters, **kwargs: [self.newest]))
         self.useFixture(test.fixtures.MockPatchObject(
-            objects.InstanceList, 'get_by_host',
+            objects.InstanceList, 'get_by_filters',
             return_value=[self.instance]))
+        # The server as read again right before the updates.
+        self.reread = self.instance
+        self.useFixture(test.fixtures.MockPatchObject(
+            objects.Instance, 'get_by_uuid',
+            side_effect=lambda context, uuid, **kwargs: self.reread))
+        self.neutron = FakeNeutron([])
+        self.useFixture(test.fixtures.MockPatch(
+            'nova.network.neutron.get_client',
+            side_effect=lambda context, admin=False: self.neutron))
         self.bdms = []
         self.useFixture(test.fixtures.MockPatchObject(
             objects.BlockDeviceMappingList, 'get_by_instance_uuid',
@@ -57,12 +95,20 @@ class TestGiveBack(_SourceTestCase):
 
     def setUp(self):
         super().setUp()
-        self.ports = [
+        self.neutron = FakeNeutron([
             {'id': uuids.away, 'binding:host_id': 'compute1',
+             'binding:vif_type': 'ovs', 'revision_number': 3,
+             'binding:profile': {'allocation': {uuids.group: uuids.dest_bw},
+                                 'migrating_to': 'compute1'},
              'resource_request': {'request_groups': [{'id': uuids.group}]}},
-            {'id': uuids.here, 'binding:host_id': HOST}]
-        self.manager.network_api.list_ports.return_value = {
-            'ports': self.ports}
+            {'id': uuids.here, 'binding:host_id': HOST,
+             'binding:vif_type': 'ovs', 'revision_number': 7}])
+        self.instance.availability_zone = 'az0'
+        self.manager.network_api._has_resource_request.side_effect = (
+            lambda context, port, client: bool(port.get('resource_request')))
+        self.manager.network_api._get_binding_profile_allocation.\
+            side_effect = lambda context, port, client, mappings: {
+                group: mappings[group][0] for group in mappings}
         # The server's allocation: its compute node here and a bandwidth
         # provider under it, and a provider elsewhere.
         self.useFixture(test.fixtures.MockPatchObject(
@@ -84,39 +130,73 @@ class TestGiveBack(_SourceTestCase):
     def _fill(self, context, reportclient, spec, allocations):
         spec.requested_resources[0].provider_uuids = [uuids.bandwidth]
 
-    def test_bound_back_with_the_allocation_here(self):
+    def test_bound_at_the_revision_read_with_the_allocation_here(self):
         giveback.give_back_all(self.manager, self.context, self.tries,
                                start=True)
 
-        self.manager.network_api.setup_instance_network_on_host.\
-            assert_called_once_with(self.context, self.instance, HOST,
-                                    provider_mappings={
-                                        uuids.group: [uuids.bandwidth]})
+        # What nova's unshelve sets, for this host, only if neutron still
+        # has the revision read.
+        self.assertEqual([(uuids.away, {
+            'binding:host_id': HOST, 'device_owner': 'compute:az0',
+            'binding:profile': {'allocation': {uuids.group: uuids.bandwidth}}
+        }, 3)], self.neutron.updates)
         # Only this host's providers are mapped from.
         self.assertEqual({uuids.node, uuids.bandwidth},
                          set(self.fill.call_args.args[3]))
         self.manager.network_api.get_instance_nw_info.assert_called_once_with(
             self.context, self.instance)
+        self.assertEqual({(uuids.instance, uuids.migration)},
+                         self.tries.done)
 
     def test_nothing_but_a_failed_newest_evacuation(self):
         for status in ('done', 'completed', 'pre-migrating', 'accepted'):
             self.newest.status = status
             giveback.give_back_all(self.manager, self.context, self.tries,
                                    start=True)
-        self.instance.task_state, self.newest.status = 'rebooting', 'failed'
+        self.newest.status, self.newest.source_compute = 'failed', 'compute2'
         giveback.give_back_all(self.manager, self.context, self.tries,
                                start=True)
-        self.instance.task_state = None
-        self.ports[0]['binding:host_id'] = HOST
+        self.newest.source_compute = HOST
+        self.instance.task_state = 'rebooting'
         giveback.give_back_all(self.manager, self.context, self.tries,
                                start=True)
 
-        self.manager.network_api.setup_instance_network_on_host.\
-            assert_not_called()
+        self.assertEqual([], self.neutron.updates)
 
-    def test_refused_commands_logged_per_port(self):
-        self.manager.network_api.setup_instance_network_on_host.side_effect = (
-            exception.PortUpdateFailed(port_id=uuids.away, reason='dead'))
+    def test_moved_on_between_the_reads_and_the_check(self):
+        """An evacuation accepted since the ports were read: left to it."""
+        self.reread = objects.Instance(uuid=uuids.instance, host=HOST,
+                                       task_state='rebuilding')
+
+        giveback.give_back_all(self.manager, self.context, self.tries,
+                               start=True)
+
+        self.assertEqual([], self.neutron.updates)
+        self.assertIn('moved on', self.stdlog.logger.output)
+
+    def test_changed_between_the_check_and_the_update(self):
+        """neutron refuses the update at the revision read (412)."""
+        real = self.neutron.list_ports
+
+        def list_ports(device_id):
+            ports = real(device_id)
+            # An HA retry bound the port since it was read.
+            self.neutron.ports[uuids.away].update(
+                {'binding:host_id': 'compute2', 'revision_number': 4})
+            return ports
+
+        self.neutron.list_ports = list_ports
+        giveback.give_back_all(self.manager, self.context, self.tries,
+                               start=True)
+
+        self.assertEqual([], self.neutron.updates)
+        self.assertEqual('compute2',
+                         self.neutron.ports[uuids.away]['binding:host_id'])
+        self.assertIn('Port %s changed since it was read' % uuids.away,
+                      self.stdlog.logger.output)
+
+    def test_refused_binding_tried_again_then_commands_once(self):
+        self.neutron.refuse = True
         self.manager.network_api.get_binding_profile_allocation.\
             return_value = {uuids.group: uuids.bandwidth}
 
@@ -124,10 +204,12 @@ class TestGiveBack(_SourceTestCase):
             giveback.give_back_all(self.manager, self.context, self.tries,
                                    start=True)
 
-        self.assertEqual(
-            giveback.TRIES, self.manager.network_api.
-            setup_instance_network_on_host.call_count)
+        # Each try at the revision it read.
+        self.assertEqual(list(range(3, 3 + giveback.TRIES)),
+                         [update[2] for update in self.neutron.updates])
+        self.assertEqual(set(), self.tries.done)
         log = self.stdlog.logger.output
+        self.assertNotIn('gave back', log)
         self.assertIn('openstack port set --host %s %s' % (HOST, uuids.away),
                       log)
         self.assertIn('openstack port set --binding-profile \'{"allocation": '
@@ -246,3 +328,51 @@ class TestPeriodicTask(test.NoDBTestCase):
             compute._give_back_failed_evacuations(mock.sentinel.context)
         give_back_all.assert_called_once_with(
             compute, mock.sentinel.context, compute._given_back)
+
+
+class TestSriovPort(_SourceTestCase):
+    """An SR-IOV port gets the PCI device the instance has here.
+
+    nova's evacuation gave it the destination's device (its migration
+    context); the instance, the evacuation failed, has this host's again.
+    nova's own lookup and profile of that device are used, as for an
+    unshelve (``_get_port_pci_dev``, ``_get_pci_device_profile``).
+    """
+
+    def setUp(self):
+        super().setUp()
+        self.flags(device_spec=[jsonutils.dumps({
+            'address': '0000:81:00.*', 'physical_network': 'physnet2'})],
+            group='pci')
+        api = neutron.API()
+        self.manager.network_api._get_port_pci_dev = api._get_port_pci_dev
+        self.manager.network_api._get_pci_device_profile = (
+            api._get_pci_device_profile)
+        self.manager.network_api._has_resource_request.return_value = False
+        self.instance.availability_zone = 'az0'
+        self.instance.pci_requests = objects.InstancePCIRequests(requests=[
+            objects.InstancePCIRequest(requester_id=uuids.sriov,
+                                       request_id=uuids.request)])
+        self.instance.pci_devices = objects.PciDeviceList(objects=[
+            objects.PciDevice(address='0000:81:00.1', vendor_id='8086',
+                              product_id='154d', dev_type='type-VF',
+                              parent_addr='0000:81:00.0', extra_info={},
+                              request_id=uuids.request)])
+        self.neutron = FakeNeutron([{
+            'id': uuids.sriov, 'binding:host_id': 'compute1',
+            'binding:vnic_type': 'direct', 'binding:vif_type': 'hw_veb',
+            'revision_number': 5, 'binding:profile': {
+                'pci_slot': '0000:82:00.1', 'pci_vendor_info': '8086:154d',
+                'physical_network': 'physnet2'}}])
+
+    def test_the_device_here(self):
+        giveback.give_back_all(self.manager, self.context, self.tries,
+                               start=True)
+
+        [(port_id, update, revision)] = self.neutron.updates
+        self.assertEqual((uuids.sriov, HOST, 5), (
+            port_id, update['binding:host_id'], revision))
+        self.assertEqual({'pci_slot': '0000:81:00.1',
+                          'pci_vendor_info': '8086:154d',
+                          'physical_network': 'physnet2'},
+                         update['binding:profile'])
