@@ -31,10 +31,10 @@ from nova import exception
 from nova import objects
 from oslo_log import log as logging
 
-from nova_evac_cleanup import giveback
 from nova_evac_cleanup import guest
 from nova_evac_cleanup import leftovers
 from nova_evac_cleanup import ownership
+from nova_evac_cleanup import ports
 from nova_evac_cleanup import unwind
 
 LOG = logging.getLogger(__name__)
@@ -54,8 +54,8 @@ def after_nova(manager, context, instance, evacuation, error):
     end = functools.partial(leftovers.end, manager.driver, evacuation.entry,
                             instance, evacuation.made)
     # Never rebound from here: a dead source's agent refuses the binding.
-    giveback.report_away(manager, context, instance,
-                         'evacuation to %s failed' % manager.host)
+    ports.report_away(manager, context, instance,
+                      'evacuation to %s failed' % manager.host)
     # A save of nova's handler failed if its changes are still unsaved.
     held = {'vm_state', 'task_state'} & instance.obj_what_changed()
     if evacuation.error is error:

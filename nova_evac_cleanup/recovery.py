@@ -47,9 +47,9 @@ from oslo_log import log as logging
 from nova_evac_cleanup import classification
 from nova_evac_cleanup import ending
 from nova_evac_cleanup import findings
-from nova_evac_cleanup import giveback
 from nova_evac_cleanup import journal
 from nova_evac_cleanup import leftovers
+from nova_evac_cleanup import ports
 from nova_evac_cleanup import runbook
 from nova_evac_cleanup import unwind
 
@@ -124,8 +124,8 @@ def recover(manager, context, finding):
                   finding,
                   held)):
         return False
-    giveback.report_away(manager, context, finding.instance,
-                         'evacuation to %s interrupted' % finding.host)
+    ports.report_away(manager, context, finding.instance,
+                      'evacuation to %s interrupted' % finding.host)
     _report_missing_allocation(manager, context, finding)
     return _end_entry(manager, finding)
 

@@ -37,9 +37,12 @@ compute1's connector) and bound the port there.
 import json
 import threading
 
+from nova.cmd import manage
 from nova.compute import manager as nova_manager
 from nova import context as nova_context
 from nova import objects
+from nova.tests.functional import test_servers_resource_request as \
+    resource_request
 from oslo_serialization import jsonutils
 from oslo_utils.fixture import uuidsentinel as uuids
 import testscenarios
@@ -293,3 +296,134 @@ class RetryDuringGiveBackTest(_GivenBackTest):
             log = self.stdlog.logger.output
             self.assertIn('changed since it was read', log)
             self.assertIn('replaced since it was read', log)
+
+
+class EndedWhileSourceRunsTest(_GivenBackTest):
+    """However the evacuation ends, compute0 takes the server back.
+
+    Issue 33, item 4. compute0's nova-compute already runs when the
+    evacuation ends, so no start of it gives the server back:
+
+    * ``handler``: compute0's host never died; an HA tool forced its
+      service down and evacuated the server, whose spawn failed on
+      compute1 (nova's handler ended it); the guest still runs on
+      compute0;
+    * ``sweep``: compute1 died in the middle of the evacuation; compute0
+      came back first (nova's ``_destroy_evacuated_instances`` marked the
+      migration ``completed``), then compute1's start-up sweep ended it;
+    * ``audit``: the same, ended by ``nova-evac-cleanup audit --delete`` on
+      compute1 while its nova-compute is still down.
+
+    compute0's periodic task gives the server back at its next run. Stock
+    nova leaves the port and the volume on compute1.
+    """
+
+    scenarios = [('%s-%s' % ('fixed' if fixed else 'stock', ending),
+                  {'FIXED': fixed, 'ENDING': ending})
+                 for fixed, ending in ((False, 'handler'), (True, 'handler'),
+                                       (True, 'sweep'), (True, 'audit'))]
+
+    def _end(self, server):
+        """End the evacuation as the scenario says, compute0 running."""
+        if self.ENDING == 'handler':
+            self._force_down(SOURCE, True)
+            return self._fail_evacuation(server, self.row)[0]
+        self._fail_source()
+        server, _migration, block = self._interrupt_evacuation(
+            server, 'wait_for_boot')
+        self._restart_source()
+        if self.ENDING == 'sweep':
+            self._start_dest()
+            self._end_held_spawn(block)
+        else:
+            self._end_held_spawn(block)
+            code, _out, err = self._run_audit(delete=True)
+            self.assertEqual(4, code, err)
+        server = self.api.get_server(server['id'])
+        self.assertEqual(('ERROR', SOURCE), (
+            server['status'], server['OS-EXT-SRV-ATTR:host']))
+        return server
+
+    def test_given_back_without_a_restart(self):
+        server = self._boot_with_port_and_volume(*VOLUMES[1:])
+        self._end(server)
+        self.assertEqual(DEST, self.where()[0])
+        self.assertEqual(self.expected(
+            'attached' if not self.FIXED else 'reserved',
+            None if self.FIXED else DEST, None), self.volumes())
+
+        if self.FIXED:
+            self.compute0.manager._give_back_failed_evacuations(
+                nova_context.get_admin_context())
+        self.assertEqual(SOURCE if self.FIXED else DEST, self.where()[0])
+        self.assertEqual(self.expected('attached', SOURCE if self.FIXED
+                                       else DEST, None), self.volumes())
+        if self.ENDING == 'handler':
+            # compute0's guest still runs: nothing disconnected there.
+            self.assertNotIn(SOURCE, self.disconnected)
+            self.assertEqual('running',
+                             self.world.domain_state(SOURCE, server['id']))
+
+
+class NoAllocationHereTest(_GivenBackTest):
+    """A port with a resource request waits for the server's allocation.
+
+    Issue 33, item 4. Where compute0 came back first, nova's
+    ``_destroy_evacuated_instances`` also removed the server's allocation
+    on compute0, taking the evacuation for done. Once compute1's sweep
+    ended it, the port's resource request has no provider on compute0 to
+    map to: compute0 says so, with the ``heal_allocations`` command, and
+    leaves that port where it is (no guess); the volume is connected all
+    the same. Once the allocation is healed, the next run binds the port
+    with the provider of compute0's allocation, in either format of
+    neutron's resource request (``port-resource-request-groups``).
+    """
+
+    row = half_moved.INTERRUPTED_SOURCE_FIRST
+    scenarios = [(name, {'FIXED': True, 'EXTENDED': extended})
+                 for name, extended in (('legacy', False),
+                                        ('extended', True))]
+
+    def setUp(self):
+        super().setUp()
+        if self.EXTENDED:
+            self.neutron = self.useFixture(
+                resource_request.ExtendedResourceRequestNeutronFixture.
+                create_with_existing_neutron_state(self.neutron))
+
+    def profile(self):
+        port = self.neutron._ports[self.port]
+        return port['binding:host_id'], port['binding:profile'].get(
+            'allocation')
+
+    def test_bound_once_the_allocation_is_healed(self):
+        bridges = self._bridges()
+        allocation = (lambda host: {self.port: bridges[host]}
+                      if self.EXTENDED else bridges[host])
+        server = self._boot_with_port_and_volume(
+            *VOLUMES[1:], port=self.neutron.port_with_resource_request['id'])
+        self.assertEqual((SOURCE, allocation(SOURCE)), self.profile())
+        self._fail_source()
+        server = self._end_evacuation(server)
+        self.assertEqual((DEST, allocation(DEST)), self.profile())
+        self.assertNotIn(bridges[SOURCE],
+                         self._get_allocations_by_server_uuid(server['id']))
+
+        self.compute0.manager._give_back_failed_evacuations(
+            nova_context.get_admin_context())
+        self.assertEqual((DEST, allocation(DEST)), self.profile())
+        self.assertEqual(self.expected('attached', SOURCE, None),
+                         self.volumes())
+        self.assertIn('openstack port unset --binding-profile allocation %s '
+                      '&& nova-manage placement heal_allocations --instance '
+                      '%s' % (self.port, server['id']),
+                      self.stdlog.logger.output)
+
+        # What the WARNING says to run.
+        self.neutron.update_port(self.port,
+                                 {'port': {'binding:profile': {}}})
+        self.assertEqual(0, manage.PlacementCommands().heal_allocations(
+            instance_uuid=server['id']))
+        self.compute0.manager._give_back_failed_evacuations(
+            nova_context.get_admin_context())
+        self.assertEqual((SOURCE, allocation(SOURCE)), self.profile())

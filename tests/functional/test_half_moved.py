@@ -27,30 +27,27 @@ restart order), on stock nova and with the fix:
 * on stock nova, the same after compute0 is back and the operator hard
   reboots the server there (nova's hard reboot neither rebinds ports nor
   refreshes volume connection info: it uses what is stored);
-* with the fix, the same after compute0 is back, nova's periodic task
-  ``_heal_instance_info_cache`` has run there and the commands the cleanup
-  reported were run: the server stopped, its volume connected for compute0
-  (``nova-manage volume_attachment refresh``), started again.
+* with the fix, the same once compute0 is back: its nova-compute binds the
+  port to itself and connects the volume for itself (issues 28 and 33,
+  :mod:`nova_evac_cleanup.giveback`), as it starts or, if it was running
+  already when the evacuation ended, at its periodic task's next run;
+  then a hard reboot there.
 
-The ports are left to nova (issue 19, item 8): nova's heal on compute0
-binds a port whose ``binding:host_id`` is not the server's host back to it,
-once compute0's nova-compute runs again and the server has no task state.
-Binding it to compute0 from compute1 while compute0 is dead would fail
-with ML2's agent-based drivers ("Refusing to bind port ... to dead agent")
-and leave it ``binding_failed``.
+compute1 never binds the port to compute0: while compute0 is dead, ML2's
+agent-based drivers refuse the binding ("Refusing to bind port ... to dead
+agent") and leave it ``binding_failed``; compute0 binds it once it runs.
+nova's own ``_heal_instance_info_cache`` would too, but it is off by
+default since nova 31 and passes no provider mappings.
 
 A second evacuation, to another host, rebinds the port and re-attaches the
 volume by itself, on stock nova as with the fix (nova's rebuild does it
 before spawning): ``test_second_evacuation_moves_everything``.
 """
 
-import json
-import os
 import threading
 import time
 
 import fixtures
-from nova.cmd import manage
 from nova.compute import manager as nova_manager
 from nova import context as nova_context
 from nova import objects
@@ -80,9 +77,9 @@ class _HalfMovedTest(interrupted._InterruptedEvacuationTest):
     STORAGE = 'non-shared'
     scenarios = [(row, {'row': row}) for row in ROWS]
 
-    def _boot_with_port_and_volume(self, *data_volumes):
+    def _boot_with_port_and_volume(self, *data_volumes, port=None):
         """A volume-backed server with a port, on compute0."""
-        self.port = self.neutron.port_1['id']
+        self.port = port or self.neutron.port_1['id']
         server = self._build_server(image_uuid='', host=SOURCE,
                                     networks=[{'port': self.port}])
         server['block_device_mapping_v2'] = [{
@@ -92,6 +89,33 @@ class _HalfMovedTest(interrupted._InterruptedEvacuationTest):
                 'destination_type': 'volume'} for volume in data_volumes]
         server = self.api.post_server({'server': server})
         return self._wait_for_state_change(server, 'ACTIVE')
+
+    def _bridges(self):
+        """An OVS bridge provider with bandwidth under each node, by host.
+
+        As neutron's agent reports them, and as nova's
+        ``test_servers_resource_request.py`` sets them up.
+        """
+        for trait in ('CUSTOM_VNIC_TYPE_NORMAL', 'CUSTOM_PHYSNET2'):
+            self._create_trait(trait)
+        return {host: self._bridge(host) for host in (SOURCE, DEST)}
+
+    def _bridge(self, host):
+        """An OVS bridge provider with bandwidth under ``host``'s node."""
+        compute = self._get_provider_uuid_by_host(host)
+        bridge = getattr(uuids, host + ' ovs bridge')
+        self.placement.post('/resource_providers', version='1.20', body={
+            'name': bridge, 'uuid': bridge,
+            'parent_provider_uuid': compute})
+        generation = self.placement.get(
+            '/resource_providers/%s' % bridge).body['generation']
+        self._update_inventory(bridge, {
+            'resource_provider_generation': generation, 'inventories': {
+                orc.NET_BW_IGR_KILOBIT_PER_SEC: {'total': 10000},
+                orc.NET_BW_EGR_KILOBIT_PER_SEC: {'total': 10000}}})
+        self._set_provider_traits(bridge, ['CUSTOM_VNIC_TYPE_NORMAL',
+                                           'CUSTOM_PHYSNET2'])
+        return bridge
 
     def where(self):
         """Where the port is bound, and the attachments' connector hosts.
@@ -172,15 +196,13 @@ class PutBackTest(_HalfMovedTest):
     """The fix releases the volume on compute1; compute0 takes it back.
 
     compute1 never binds the port to the dead compute0 and leaves the
-    volume reserved for the server. Once compute0's nova-compute starts,
-    it binds the port to itself (issue 28) and connects the volume for
-    itself (issue 33): a hard reboot brings the server back there, with
-    nothing run by hand.
-
-    Where compute0 came back first, nova's ``_destroy_evacuated_instances``
-    marked the migration ``completed`` before compute1's sweep ended it:
-    nova's periodic ``_heal_instance_info_cache`` binds the port, and the
-    commands the cleanup reported, run on compute0, connect the volume.
+    volume reserved for the server. compute0 binds the port to itself
+    (issue 28) and connects the volume for itself (issue 33), as its
+    nova-compute starts or, where it came back first (nova's
+    ``_destroy_evacuated_instances`` marked the migration ``completed``
+    before compute1's sweep ended it), at its periodic task's next run,
+    without another restart: a hard reboot brings the server back there,
+    with nothing run by hand.
     """
 
     def test_put_back(self):
@@ -189,40 +211,14 @@ class PutBackTest(_HalfMovedTest):
         server = self._end_evacuation(server)
 
         self.assertEqual((DEST, ['reserved']), self.where())
-        commands = ('openstack server stop %s' % server['id'],
-                    'nova-manage volume_attachment refresh %s %s' % (
-                        server['id'], VOLUME))
-        for command in commands:
-            self.assertIn(command, self.stdlog.logger.output)
-
         if self.row == INTERRUPTED_SOURCE_FIRST:
-            return self._put_back_by_hand(server)
-        self._restart_source()
+            self.compute0.manager._give_back_failed_evacuations(
+                nova_context.get_admin_context())
+        else:
+            self._restart_source()
         self.assertEqual((SOURCE, [SOURCE]), self.where())
         self.api.post_server_action(server['id'],
                                     {'reboot': {'type': 'HARD'}})
-        server = self._wait_for_state_change(server, 'ACTIVE')
-        self.assertEqual(SOURCE, server['OS-EXT-SRV-ATTR:host'])
-        self.assertEqual((SOURCE, [SOURCE]), self.where())
-
-    def _put_back_by_hand(self, server):
-        # nova's periodic task, on compute0.
-        self.compute0.manager._heal_instance_info_cache(
-            nova_context.get_admin_context())
-        self.assertEqual((SOURCE, ['reserved']), self.where())
-        self.api.post_server_action(
-            server['id'], {'os-resetState': {'state': 'active'}})
-        self.api.post_server_action(server['id'], {'os-stop': None})
-        self._wait_for_state_change(server, 'SHUTOFF')
-        connector = os.path.join(
-            self.useFixture(fixtures.TempDir()).path, 'connector.json')
-        with open(connector, 'w') as stream:
-            json.dump(self.compute0.driver.get_volume_connector(None),
-                      stream)
-        self.assertEqual(0, manage.VolumeAttachmentCommands().refresh(
-            instance_uuid=server['id'], volume_id=VOLUME,
-            connector_path=connector))
-        self.api.post_server_action(server['id'], {'os-start': None})
         server = self._wait_for_state_change(server, 'ACTIVE')
         self.assertEqual(SOURCE, server['OS-EXT-SRV-ATTR:host'])
         self.assertEqual((SOURCE, [SOURCE]), self.where())
@@ -377,27 +373,8 @@ class PortWithResourceRequestBackTest(_HalfMovedTest):
     scenarios = [('stock', {'FIXED': False, 'row': 'get_guest_xml'}),
                  ('fixed', {'FIXED': True, 'row': 'get_guest_xml'})]
 
-    def _bridge(self, host):
-        """An OVS bridge provider with bandwidth under ``host``'s node."""
-        compute = self._get_provider_uuid_by_host(host)
-        bridge = getattr(uuids, host + ' ovs bridge')
-        self.placement.post('/resource_providers', version='1.20', body={
-            'name': bridge, 'uuid': bridge,
-            'parent_provider_uuid': compute})
-        generation = self.placement.get(
-            '/resource_providers/%s' % bridge).body['generation']
-        self._update_inventory(bridge, {
-            'resource_provider_generation': generation, 'inventories': {
-                orc.NET_BW_IGR_KILOBIT_PER_SEC: {'total': 10000},
-                orc.NET_BW_EGR_KILOBIT_PER_SEC: {'total': 10000}}})
-        self._set_provider_traits(bridge, ['CUSTOM_VNIC_TYPE_NORMAL',
-                                           'CUSTOM_PHYSNET2'])
-        return bridge
-
     def test_port_keeps_its_provider(self):
-        for trait in ('CUSTOM_VNIC_TYPE_NORMAL', 'CUSTOM_PHYSNET2'):
-            self._create_trait(trait)
-        bridges = {host: self._bridge(host) for host in (SOURCE, DEST)}
+        bridges = self._bridges()
         self.port = self.neutron.port_with_resource_request['id']
         server = self.api.post_server({'server': self._build_server(
             host=SOURCE, networks=[{'port': self.port}])})

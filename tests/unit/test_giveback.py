@@ -69,6 +69,7 @@ class _SourceTestCase(test.NoDBTestCase):
         self.newest = objects.Migration(uuid=uuids.migration,
                                         instance_uuid=uuids.instance,
                                         source_compute=HOST,
+                                        migration_type='evacuation',
                                         status='failed')
         self.useFixture(test.fixtures.MockPatchObject(
             objects.MigrationList, 'get_by_filters',
@@ -149,19 +150,58 @@ class TestGiveBack(_SourceTestCase):
                          self.tries.done)
 
     def test_nothing_but_a_failed_newest_evacuation(self):
-        for status in ('done', 'completed', 'pre-migrating', 'accepted'):
+        for status in ('done', 'pre-migrating', 'accepted'):
             self.newest.status = status
             giveback.give_back_all(self.manager, self.context, self.tries,
                                    start=True)
         self.newest.status, self.newest.source_compute = 'failed', 'compute2'
         giveback.give_back_all(self.manager, self.context, self.tries,
                                start=True)
+        # A newer operation of another kind: a failed resize here.
+        self.newest.source_compute = HOST
+        self.newest.migration_type = 'resize'
+        giveback.give_back_all(self.manager, self.context, self.tries,
+                               start=True)
+        self.newest.migration_type = 'evacuation'
+
         self.newest.source_compute = HOST
         self.instance.task_state = 'rebooting'
         giveback.give_back_all(self.manager, self.context, self.tries,
                                start=True)
 
         self.assertEqual([], self.neutron.updates)
+
+    def test_completed_by_a_source_that_came_back_first(self):
+        """Issue 33, item 4: its evacuation then ended by the sweep."""
+        self.newest.status = 'completed'
+
+        giveback.give_back_all(self.manager, self.context, self.tries)
+
+        self.assertEqual([uuids.away],
+                         [update[0] for update in self.neutron.updates])
+
+    def test_no_allocation_here_to_map_the_resource_request_to(self):
+        """Issue 33, item 4: a source that came back first removed it.
+
+        nova's ``_destroy_evacuated_instances`` removed the server's
+        allocation here: the port keeps its binding until the allocation
+        is healed, said once with the command; a port without a resource
+        request is bound all the same.
+        """
+        self.fill.side_effect = ValueError('No valid group - RP mapping')
+        self.neutron.ports[uuids.here]['binding:host_id'] = 'compute1'
+
+        for _try in range(2):
+            giveback.give_back_all(self.manager, self.context, self.tries)
+
+        self.assertEqual([uuids.here],
+                         [update[0] for update in self.neutron.updates])
+        warnings = [line for line in self.stdlog.logger.output.splitlines()
+                    if ' WARNING ' in line]
+        [warning] = [line for line in warnings if
+                     'nova-manage placement heal_allocations --instance %s' %
+                     uuids.instance in line]
+        self.assertIn('Port %s has a resource request' % uuids.away, warning)
 
     def test_moved_on_between_the_reads_and_the_check(self):
         """An evacuation accepted since the ports were read: left to it."""

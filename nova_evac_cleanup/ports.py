@@ -1,0 +1,194 @@
+# Copyright 2026 nova-evac-cleanup developers
+#
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""A failed evacuation's ports: where neutron has them, and binding them.
+
+Before it spawns, nova's evacuation binds the server's ports to the
+destination; nothing binds them back when it fails. A port is home when
+neutron says it is bound to the server's host with a working vif type
+(:func:`home`: not ``binding_failed`` or ``unbound``, as nova's
+``_require_nw_info_update`` reads it). The source binds the others to
+itself (:func:`bind`, for :mod:`~nova_evac_cleanup.giveback`), each only at
+the revision it read: neutron refuses the update (412) if a newer
+operation changed the port since. The destination never binds them (a
+dead source's agent refuses the binding): it logs the commands
+(:func:`report_away`).
+"""
+
+import json
+
+from neutronclient.common import exceptions as neutron_exceptions
+from nova import exception
+from nova.network import model as network_model
+from nova.network import neutron
+from nova import objects
+from nova.scheduler import utils as scheduler_utils
+from oslo_log import log as logging
+
+from nova_evac_cleanup import runbook
+
+LOG = logging.getLogger(__name__)
+
+#: What neutron answers for a binding its mechanism drivers refused.
+REFUSED = (network_model.VIF_TYPE_BINDING_FAILED,
+           network_model.VIF_TYPE_UNBOUND)
+
+
+class NoProvider(exception.NovaException):
+    msg_fmt = ('Port %(port)s has a resource request and the server no '
+               'allocation on %(host)s to map it to (%(error)s): left where '
+               'it is until the allocation is healed (heal_allocations '
+               'heals a port whose binding profile names no allocation); '
+               'run: openstack port unset --binding-profile allocation '
+               '%(port)s && %(command)s')
+
+
+def home(port, host):
+    """Whether neutron says ``port`` is bound to ``host`` and works there."""
+    return (port.get('binding:host_id') == host and
+            port.get('binding:vif_type') not in REFUSED)
+
+
+def away(client, instance):
+    """The ports of ``instance`` not home on its host, as neutron has them.
+
+    With their revision (``revision_number``) and binding.
+    """
+    return [port for port in client.list_ports(
+        device_id=instance.uuid)['ports'] if not home(port, instance.host)]
+
+
+def bind(manager, context, instance, client, ports):
+    """Bind each port to this host at the revision read. Never raises.
+
+    :returns: the error of each port not bound, by port id
+    """
+    errors = {}
+    try:
+        mappings = provider_mappings(manager, context, instance, manager.host)
+    except Exception as error:
+        mappings = error
+    for port in ports:
+        try:
+            client.update_port(port['id'], {'port': binding(
+                manager, context, instance, client, port, mappings)},
+                revision_number=port['revision_number'])
+        except neutron_exceptions.NeutronClientException as error:
+            errors[port['id']] = error
+            if error.status_code == 412:
+                LOG.warning('Port %s changed since it was read; left to the '
+                            'operation that changed it', port['id'],
+                            instance=instance)
+        except Exception as error:
+            errors[port['id']] = error
+    if len(errors) < len(ports):
+        manager.network_api.get_instance_nw_info(context, instance)
+    return errors
+
+
+def binding(manager, context, instance, client, port, mappings):
+    """What nova's ``_update_port_binding_for_instance`` sets, for here.
+
+    As for an unshelve (no migration): ``binding:host_id`` this host, the
+    pre-migration status dropped, an SR-IOV port's PCI device the one the
+    instance has here, a resource request's allocation the providers of
+    the server's allocation in this host's tree (either format).
+    """
+    api = manager.network_api
+    profile = dict(port.get('binding:profile') or {})
+    profile.pop('migrating_to', None)
+    if port.get('binding:vnic_type') in network_model.VNIC_TYPES_SRIOV:
+        device = api._get_port_pci_dev(instance, port)
+        if device:
+            profile.update(api._get_pci_device_profile(device))
+    if api._has_resource_request(context, port, client):
+        if isinstance(mappings, Exception) or not mappings:
+            raise NoProvider(port=port['id'], host=manager.host,
+                             error=mappings, command=runbook.heal_allocations(
+                                 instance.uuid).command)
+        profile['allocation'] = api._get_binding_profile_allocation(
+            context, port, client, mappings)
+    return {'binding:host_id': manager.host, 'binding:profile': profile,
+            'device_owner': 'compute:%s' % instance.availability_zone}
+
+
+def provider_mappings(manager, context, instance, host):
+    """nova's request group mapping of the server's ports on ``host``.
+
+    From its allocation in the provider tree of its node there, as nova's
+    ``_fill_provider_mapping_based_on_allocs``; None without a port with
+    a resource request. Raises when nothing there fits (no allocation: a
+    source that came back first removed it).
+    """
+    groups, _params = manager.network_api.get_requested_resource_for_instance(
+        context, instance.uuid)
+    if not groups:
+        return None
+    node = objects.ComputeNode.get_by_host_and_nodename(
+        context, host, instance.node)
+    tree = {rp['uuid'] for rp in manager.reportclient.get_providers_in_tree(
+        context, node.uuid)}
+    allocations = manager.reportclient.get_allocs_for_consumer(
+        context, instance.uuid)['allocations']
+    spec = objects.RequestSpec(requested_resources=groups)
+    scheduler_utils.fill_provider_mapping_based_on_allocation(
+        context, manager.reportclient, spec,
+        {rp: alloc for rp, alloc in allocations.items() if rp in tree})
+    return spec.get_request_group_mapping()
+
+
+def commands(manager, context, instance, port):
+    """The commands that bind ``port`` to the server's host by hand."""
+    host = instance.host
+    result = ['openstack port set --host %s %s' % (host, port['id'])]
+    if port.get('resource_request'):
+        try:
+            allocation = manager.network_api.get_binding_profile_allocation(
+                context, port['id'], provider_mappings(
+                    manager, context, instance, host))
+        except Exception:
+            allocation = None
+        result.insert(0, 'openstack port set --binding-profile '
+                      '\'{"allocation": %s}\' %s' % (json.dumps(
+                          allocation or 'PROVIDER_ON_%s' % host), port['id']))
+    return result
+
+
+def report(manager, context, instance, ports, why):
+    """Log, once per port, the commands that bind it to its server's host."""
+    for port in ports:
+        LOG.warning('Port %s of the server is bound to %s (%s, %s): once '
+                    'nova-compute and the network agent run on %s, run: '
+                    '%s%s', port['id'], port.get('binding:host_id'),
+                    port.get('binding:vif_type'), why, instance.host,
+                    ' && '.join(commands(manager, context, instance, port)),
+                    '; the allocation names the providers of the server\'s '
+                    'allocation on %s (openstack resource provider '
+                    'allocation show %s)' % (instance.host, instance.uuid)
+                    if port.get('resource_request') else '',
+                    instance=instance)
+
+
+def report_away(manager, context, instance, why):
+    """The destination's report: the commands per port not home.
+
+    ``instance.host`` is the evacuation's source once it failed, which
+    binds them itself once its nova-compute runs. Never raises.
+    """
+    try:
+        report(manager, context, instance, away(
+            neutron.get_client(context, admin=True), instance), why)
+    except Exception:
+        LOG.exception('Could not read the ports of the failed evacuation to '
+                      '%s', manager.host, instance=instance)
