@@ -39,8 +39,11 @@ are removed only when nova had established, before spawning, that they are
 not on shared storage, and the evacuation created the instance directory
 itself right before spawn and its ownership marker is still in it; disks on
 a shared instance directory, RBD or volumes are never removed. The volume
-attachments the evacuation made for this host are replaced by reserved ones;
-the ports are left to nova. The original spawn error is always the one
+attachments the evacuation made for this host are replaced by reserved ones,
+and the ports are never bound from here: the server's source, when its
+nova-compute runs this manager, connects the volumes and binds the ports to
+itself (as it starts, then once a minute until cinder and neutron say so,
+ten times). The original spawn error is always the one
 reported. What the cleanup cannot prove its own (a guest whose destroy
 failed, files without that proof) is kept, and the next evacuation of the
 server to this host is refused before anything is created, with a fault
@@ -49,8 +52,9 @@ naming it and the commands that clear it, until an operator removes it.
 Disable this to keep nova's own behaviour, for example to keep a failed guest
 on this host to debug it. Disabled means hands off everywhere: an evacuation
 that fails or is interrupted while the cleanup is disabled records nothing
-the start-up sweep could act on, no evacuation is refused, and while it is
-disabled the sweep only reports. Such a guest and its files stay on this
+the start-up sweep could act on, no evacuation is refused, while it is
+disabled the sweep only reports, and no failed evacuation's server is given
+back its volumes and ports here. Such a guest and its files stay on this
 host, through any number of restarts, until an operator removes them.
 
 Possible values:

@@ -14,30 +14,27 @@
 
 """Give a failed evacuation's server back to its source host, whole.
 
-Before it spawns, nova's evacuation binds the server's ports to the
-destination and moves its volume attachments there; when it fails nothing
-moves them back (the destination's cleanup, :mod:`~nova_evac_cleanup.
-unwind`, leaves the attachments reserved and binds no port to a dead
-source; nova's heal of the ports is off by default since nova 31; a hard
-reboot neither rebinds nor refreshes). The source takes them back
-(:func:`give_back_all`) as its nova-compute starts, before nova's
-``init_host`` touches a guest, and every :data:`SPACING` seconds (the
-manager's periodic task), for each server hosted here with no task state
-whose newest migration is an evacuation from here that ended without
+nova's evacuation moves the server's volume attachments and port bindings
+to the destination before spawning, and nothing moves them back when it
+fails (the destination's cleanup, :mod:`~nova_evac_cleanup.unwind`, leaves
+the attachments reserved and binds no port to a dead source). The source
+takes them back (:func:`give_back_all`) as its nova-compute starts, before
+nova's ``init_host`` touches a guest, and every :data:`SPACING` seconds
+(the manager's periodic task), for each server hosted here with no task
+state whose newest migration is an evacuation from here that ended without
 moving it (:func:`evacuation`), however it ended: each volume whose
 attachment no guest uses is connected for this host with nova's own steps
 (:func:`connect`), nothing disconnected here; each port not bound here
 with a working vif type is bound here (:mod:`~nova_evac_cleanup.ports`).
 
 Never over a newer operation (nova's evacuate API checks no task state):
-ports and attachments are read, then the evacuation is confirmed to be
-still the server's newest migration, then each port is updated only at the
-revision read and each attachment by the id read: an HA retry accepted
-since changed the revision (412) and deleted the attachment (NotFound).
-Each counts as given back once neutron and cinder say so; the rest is
-tried again, :data:`TRIES` times in all, then one WARNING per port and
-volume gives the commands, and the audit lists them (:func:`left`). Only
-cinder and neutron are written: a death half-way is finished by a next try.
+ports and attachments are read, the evacuation confirmed to be still the
+server's newest migration, then each port updated only at the revision
+read and each attachment by the id read (an HA retry since changed the
+one, 412, and deleted the other, NotFound). Each counts as given back once
+neutron and cinder say so; the rest is tried again, :data:`TRIES` times,
+then one WARNING per port and volume gives the commands (:func:`left`
+lists them for the audit). Only cinder and neutron are written.
 """
 
 from nova.compute import vm_states
@@ -51,11 +48,9 @@ from nova_evac_cleanup import runbook
 
 LOG = logging.getLogger(__name__)
 
-#: The statuses of an evacuation nova or this project ended as failed.
+#: An evacuation nova or this project ended as failed; or ``completed`` by
+#: a source that came back first, before the destination's sweep ended it.
 FAILED = ('failed', 'error')
-#: ... and of one a source that came back first marked ``completed``
-#: (``_destroy_evacuated_instances``) before the destination's sweep ended
-#: it: the server is here again, in ERROR.
 ENDED = FAILED + ('completed',)
 #: Seconds between the periodic tries of what is not back yet.
 SPACING = 60
@@ -99,10 +94,7 @@ def give_back_all(manager, context, tries, start=False):
 
 
 def servers(manager, context, uuids, history):
-    """The servers hosted here in ERROR or among ``uuids``.
-
-    With ``history``, also those of this host's failed evacuations.
-    """
+    """Those hosted here in ERROR, in ``uuids``, or ``history``'s."""
     here = {'host': manager.host, 'deleted': False}
     found = list(objects.InstanceList.get_by_filters(
         context, dict(here, vm_state=vm_states.ERROR), expected_attrs=[]))
@@ -213,16 +205,13 @@ def unused_volumes(manager, context, instance):
 
 
 def connect(manager, context, instance, bdm):
-    """Connect one volume of the server for this host. Never raises.
+    """Connect one volume for this host; None, or the error: never raises.
 
     nova's own steps, as ``finish_revert_resize`` takes them: the
     attachment updated with this host's connector (cinder exports the
     volume here again), the mapping's connection info refreshed from
-    cinder's answer, the attachment completed (the volume ``in-use``).
-    An attachment replaced since it was read is gone (NotFound): left to
-    the operation that replaced it.
-
-    :returns: None, or the error
+    cinder's answer, the attachment completed. One replaced since it was
+    read is gone (NotFound): left to the operation that replaced it.
     """
     try:
         manager._update_volume_attachments(context, instance, [bdm])
@@ -241,11 +230,9 @@ def connect(manager, context, instance, bdm):
 
 
 def left(manager, context):
-    """What failed evacuations from here did not give back; reads only.
+    """For the audit: per server, what is not back here and the commands.
 
-    For ``nova-evac-cleanup audit``: per server, the ports not bound here
-    with a working vif type, the volumes not connected here, and the
-    commands that do it by hand.
+    Reads only.
     """
     result = []
     for instance in servers(manager, context, (), True):

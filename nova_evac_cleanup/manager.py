@@ -162,15 +162,6 @@ class EvacuateCleanupMixin(object):
                 return not error.busy
         return True
 
-    def _give_back(self, context):
-        """What the periodic task does: try again what is not back yet.
-
-        The ports and volumes of this host's failed evacuations
-        (:mod:`nova_evac_cleanup.giveback`).
-        """
-        if self._cleanup_enabled():
-            giveback.give_back_all(self, context, self._given_back)
-
     def cleanup_host(self, *args, **kwargs):
         try:
             return super().cleanup_host(*args, **kwargs)
@@ -336,5 +327,9 @@ class ComputeManager(EvacuateCleanupMixin, nova_manager.ComputeManager):
     # oslo.service collects a class's periodic tasks from its own body.
     @periodic_task.periodic_task(spacing=giveback.SPACING)
     def _give_back_failed_evacuations(self, context):
-        """Give back here what failed evacuations from here left elsewhere."""
-        self._give_back(context)
+        """Give back here what failed evacuations from here left elsewhere.
+
+        What is not back yet (:mod:`nova_evac_cleanup.giveback`).
+        """
+        if self._cleanup_enabled():
+            giveback.give_back_all(self, context, self._given_back)

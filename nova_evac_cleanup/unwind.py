@@ -17,22 +17,21 @@
 Before it spawns the guest, nova's evacuation binds the instance's ports to
 the destination (``setup_instance_network_on_host``) and replaces each
 volume attachment by one connected with the destination's connector
-(``_prep_block_device``). When the evacuation fails nova undoes neither.
+(``_prep_block_device``). When the evacuation fails nothing undoes either.
 
-* The ports are left to nova: once the source's nova-compute runs again,
-  its periodic ``_heal_instance_info_cache`` binds every port of an
-  instance with no task state whose ``binding:host_id`` is not the
-  instance's host, or whose binding failed, back to that host ("if
-  evacuation failed after reassigning the port binding"). Binding them from
-  here while the source is dead would fail with ML2's agent-based drivers
-  ("Refusing to bind port ... to dead agent") and leave them
-  ``binding_failed``.
+* The ports are never bound from here: while the source is dead, ML2's
+  agent-based drivers would refuse ("Refusing to bind port ... to dead
+  agent") and leave them ``binding_failed``. The source binds them to
+  itself once its nova-compute runs (:mod:`nova_evac_cleanup.giveback`);
+  the commands are logged for a source that does not run this manager
+  (:func:`nova_evac_cleanup.ports.report_away`).
 * The volume attachments of this host are replaced by reserved ones
   (nova's ``_terminate_volume_connections``, which ``revert_resize`` uses
   on the destination of a resize): this host keeps no connection to the
   volumes. They cannot be connected for the source from here (its
-  connector is only known there): the commands of ``nova-manage
-  volume_attachment`` that do it on the source are reported.
+  connector is only known there): the source connects them itself
+  (:mod:`nova_evac_cleanup.giveback`); the ``nova-manage
+  volume_attachment`` commands that do it by hand are logged.
 """
 
 from nova import objects

@@ -46,8 +46,8 @@ class TestUnwind(test.NoDBTestCase):
         self.entry = journal.Entry('compute1', uuids.instance, uuids.migration,
                                    1, detached={uuids.volume: uuids.source})
 
-    def test_volumes_released_ports_left_to_nova(self):
-        """Issue 19, item 8: nova's heal on the source rebinds the ports."""
+    def test_volumes_released_ports_left_to_the_source(self):
+        """Issue 19, item 8: the source binds the ports (issue 33)."""
         done, commands = unwind.unwind(self.manager, self.context,
                                        self.instance, 'compute0', self.entry)
 
