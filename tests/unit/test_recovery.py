@@ -534,6 +534,27 @@ class TestAuditReport(test.NoDBTestCase):
         self.assertEqual(1, audit_cmd.return_code(
             self.report([self.finding(errors=['x'])], delete=True)))
 
+    def test_what_is_not_given_back_is_found(self):
+        """Issue 33: on the source, what its failed evacuations left."""
+        report = self.report()
+        self.assertNotIn('5. Failed evacuations', audit.text(report))
+        report['not_given_back'] = [{
+            'instance': uuids.instance, 'migration': uuids.migration,
+            'ports': {uuids.port: 'binding_failed on compute0'},
+            'volumes': [uuids.volume],
+            'commands': ['openstack port set --host compute0 %s' %
+                         uuids.port]}]
+
+        self.assertEqual(3, audit_cmd.return_code(report))
+        text = audit.text(report)
+        self.assertIn('5. Failed evacuations from %s: not given back' % HOST,
+                      text)
+        self.assertIn('port %s: binding_failed on compute0' % uuids.port,
+                      text)
+        self.assertIn('volume %s: not connected' % uuids.volume, text)
+        self.assertIn('by hand, once checked: openstack port set --host '
+                      'compute0 %s' % uuids.port, text)
+
     def test_text_in_runbook_order(self):
         text = audit.text(self.report([self.finding(
             commands=['virsh undefine --nvram instance-00000001'])]))
