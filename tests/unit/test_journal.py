@@ -187,6 +187,17 @@ class TestHostLock(test.NoDBTestCase):
                               HOST, timeout=2.5)
         self.assertEqual(2, sleep.call_count)
 
+    def test_lock_error_other_than_held(self):
+        """Issue 34: ``flock`` failing otherwise (ENOLCK on an NFS
+        ``lock_path``) is refused like a lock that cannot be had, not
+        raised out of nova-compute's start."""
+        with mock.patch('fcntl.flock', side_effect=OSError(
+                errno.ENOLCK, 'No locks available')):
+            error = self.assertRaises(host_lock.HostLockHeld,
+                                      host_lock.acquire, HOST, timeout=5)
+        self.assertFalse(error.busy)
+        self.assertIn('No locks available', str(error))
+
     def test_unwritable_lock_path(self):
         """Issue 19, item 11: a lock that cannot be made is refused."""
         self.flags(lock_path='/proc/nova-evac-cleanup',
