@@ -25,7 +25,9 @@ what was left, once the database says the instance is on this host; the
 failure handler and the start-up sweep both use it.
 """
 
+from nova.compute import resource_tracker
 from nova import objects
+from nova import utils
 from oslo_log import log as logging
 
 from nova_evac_cleanup import failure
@@ -33,11 +35,14 @@ from nova_evac_cleanup import failure
 LOG = logging.getLogger(__name__)
 
 
+@utils.synchronized(resource_tracker.COMPUTE_RESOURCE_SEMAPHORE, fair=True)
 def finish_recorded(context, instance_uuid, migration_id):
     """Drop the migration context naming the migration; the migration done.
 
     Only while the migration is ``pre-migrating`` and the instance is
-    hosted where the caller runs (the caller checked it).
+    hosted where the caller runs (the caller checked it). Under the
+    resource tracker's lock, as nova's ``finish_evacuation``: its periodic
+    update never sees the context gone and the migration in progress.
 
     :returns: what was done, a list of sentences
     """

@@ -21,8 +21,10 @@ the migration stayed ``pre-migrating``.
 
 from unittest import mock
 
+from nova.compute import resource_tracker
 from nova import objects
 from nova import test
+from oslo_concurrency import lockutils
 from oslo_utils.fixture import uuidsentinel as uuids
 
 from nova_evac_cleanup import classification
@@ -58,6 +60,20 @@ class TestFinishRecorded(test.NoDBTestCase):
         self.assertEqual('done', self.migration.status)
         self.save.assert_called_once_with()
         self.assertEqual(2, len(done))
+
+    def test_under_the_resource_trackers_lock(self):
+        """Issue 34: as nova's ``finish_evacuation`` (bug 1896463), the
+        context dropped and the migration done under the resource
+        tracker's lock, never between its periodic reads."""
+        lock = lockutils.internal_fair_lock(
+            resource_tracker.COMPUTE_RESOURCE_SEMAPHORE)
+        held = []
+        self.save.side_effect = lambda: held.append(lock.is_writer())
+        with mock.patch.object(
+                self.instance, 'drop_migration_context',
+                side_effect=lambda: held.append(lock.is_writer())):
+            finish.finish_recorded(self.context, uuids.instance, 7)
+        self.assertEqual([True, True], held)
 
     def test_another_migration_context_is_kept(self):
         self.instance.migration_context.migration_id = 8
