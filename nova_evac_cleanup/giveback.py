@@ -107,8 +107,8 @@ def servers(manager, context, uuids, history):
                          'status': list(FAILED)}))
     uuids -= {instance.uuid for instance in found}
     if uuids:
-        found += objects.InstanceList.get_by_filters(
-            context, dict(here, uuid=sorted(uuids)), expected_attrs=[])
+        found.extend(objects.InstanceList.get_by_filters(
+            context, dict(here, uuid=sorted(uuids)), expected_attrs=[]))
     return found
 
 

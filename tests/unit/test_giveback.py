@@ -235,6 +235,20 @@ class TestGiveBack(_SourceTestCase):
         self.assertIn('Port %s changed since it was read' % uuids.away,
                       self.stdlog.logger.output)
 
+    def test_servers_in_error_and_of_the_history(self):
+        """Found by the tier: nova's lists are no Python lists (their
+        ``__radd__`` refuses one), and a server of this host's failed
+        evacuations not in ERROR any more was never read."""
+        other = objects.Instance(uuid=uuids.other, host=HOST)
+        self.newest.instance_uuid = uuids.other
+        answers = iter([objects.InstanceList(objects=[self.instance]),
+                        objects.InstanceList(objects=[other])])
+        objects.InstanceList.get_by_filters.side_effect = (
+            lambda *a, **kw: next(answers))
+        found = giveback.servers(self.manager, self.context, (), True)
+        self.assertEqual([uuids.instance, uuids.other],
+                         [instance.uuid for instance in found])
+
     def test_refused_binding_tried_again_then_commands_once(self):
         self.neutron.refuse = True
         self.manager.network_api.get_binding_profile_allocation.\
