@@ -62,9 +62,11 @@ class TestFinishRecorded(test.NoDBTestCase):
         self.assertEqual(2, len(done))
 
     def test_under_the_resource_trackers_lock(self):
-        """Issue 34: as nova's ``finish_evacuation`` (bug 1896463), the
-        context dropped and the migration done under the resource
-        tracker's lock, never between its periodic reads."""
+        """Issue 34: under the resource tracker's lock, as nova's.
+
+        nova's ``finish_evacuation`` (bug 1896463) drops the context and
+        marks the migration done there, never between its periodic reads.
+        """
         lock = lockutils.internal_fair_lock(
             resource_tracker.COMPUTE_RESOURCE_SEMAPHORE)
         held = []

@@ -236,9 +236,11 @@ class TestGiveBack(_SourceTestCase):
                       self.stdlog.logger.output)
 
     def test_servers_in_error_and_of_the_history(self):
-        """Found by the tier: nova's lists are no Python lists (their
-        ``__radd__`` refuses one), and a server of this host's failed
-        evacuations not in ERROR any more was never read."""
+        """Found by the tier: every server of this host's failed evacuations.
+
+        nova's lists are no Python lists (their ``__radd__`` refuses one):
+        with one of them not in ERROR any more, none was read.
+        """
         other = objects.Instance(uuid=uuids.other, host=HOST)
         self.newest.instance_uuid = uuids.other
         answers = iter([objects.InstanceList(objects=[self.instance]),

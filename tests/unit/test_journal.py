@@ -188,9 +188,11 @@ class TestHostLock(test.NoDBTestCase):
         self.assertEqual(2, sleep.call_count)
 
     def test_lock_error_other_than_held(self):
-        """Issue 34: ``flock`` failing otherwise (ENOLCK on an NFS
-        ``lock_path``) is refused like a lock that cannot be had, not
-        raised out of nova-compute's start."""
+        """Issue 34: ``flock`` failing otherwise, refused, never raised.
+
+        ENOLCK on an NFS ``lock_path``: refused like a lock that cannot be
+        had, not raised out of nova-compute's start.
+        """
         with mock.patch('fcntl.flock', side_effect=OSError(
                 errno.ENOLCK, 'No locks available')):
             error = self.assertRaises(host_lock.HostLockHeld,
