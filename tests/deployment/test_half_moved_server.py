@@ -42,9 +42,13 @@ The test asserts what the project's rules promise: no data lost (the
 volumes and the RBD disk intact, never a second writer on an RBD image),
 no leftover on evac-b that the fix promises to remove, and, fixed, ``y``'s
 port given back: bound to evac-a as its nova-compute starts, claimed by
-evac-a's chassis and ACTIVE once ``y`` runs there; stock leaves it bound
-to evac-b, DOWN. The rest (the volume attachments the fix reserves, for
-one) is recorded.
+evac-a's chassis and ACTIVE once ``y`` runs there, and ``y``'s boot
+volume connected for evac-a again, in use there after the reboot; ``x``
+keeps its data volume on evac-c. Stock leaves the port bound to evac-b,
+DOWN. With shared storage the fixed evac-a starts its ovn-controller
+after its nova-compute, as a rebooted host may: neutron refuses the
+binding at first, and the manager's periodic give-back binds it once the
+agent is alive. The rest is recorded.
 """
 
 import re
@@ -62,6 +66,12 @@ STORAGE = {
     'rbd': ('RBD (images_type = rbd)', {'rbd': True}),
 }
 C = 'evac-c'
+
+
+def bound_to(port, host):
+    """Whether neutron has ``port`` bound to ``host`` with a working vif."""
+    return port['host'] == host and port['vif_type'] not in (
+        'binding_failed', 'unbound')
 
 
 class TestHalfMovedServer(base.DeploymentTestCase):
@@ -185,7 +195,22 @@ class TestHalfMovedServer(base.DeploymentTestCase):
         self.assertEqual(C, retried['OS-EXT-SRV-ATTR:host'])
         look('2 x retried to evac-c')
 
-        self.host_up(base.SRC, binary=binary, **conf)
+        # Fixed on shared storage: evac-a's ovn-controller starts after its
+        # nova-compute, as after a host's reboot where it comes up late.
+        late = binary == base.FIXED and storage == 'shared'
+        self.host_up(base.SRC, binary=binary, late_controller=late, **conf)
+        if late:
+            facts['3 evac-a back, y hard-rebooted there: y\'s port as '
+                  'evac-a\'s nova-compute started, ovn-controller down'] = (
+                observe.port_text(observe.port(d, ports['y'])))
+            d.chassis[base.SRC].start_controller()
+            d.chassis[base.SRC].wait_registered()
+            # The manager's periodic give-back binds it once the agent is
+            # alive in neutron.
+            hypervisor.wait_for(
+                lambda: bound_to(observe.port(d, ports['y']), base.SRC),
+                180, "y's port bound to evac-a with a working vif type",
+                interval=2)
         d.compute.server_action(y, 'reboot', {'type': 'HARD'})
         rebooted = d.compute.wait_server(y, ('ACTIVE', 'ERROR'),
                                          timeout=180)
@@ -239,11 +264,26 @@ class TestHalfMovedServer(base.DeploymentTestCase):
         self.assertEqual('ACTIVE', rebooted['status'])
         self.assertEqual('ACTIVE on %s' % base.SRC, back['y']['server'])
         if binary == base.FIXED:
-            # The source's manager gave y's port back as it started.
+            # The source's manager gave y's port back as it started (or,
+            # its ovn-controller late, once neutron could bind it).
             self.assertEqual((base.SRC, 'ACTIVE', base.SRC, base.SRC), (
                 back['y']['port']['host'], back['y']['port']['status'],
                 back['y']['port']['chassis'],
                 back['y']['port']['requested']), back['y']['port'])
+            # ... and y's boot volume: connected for evac-a once, in use
+            # by y's QEMU there after the hard reboot, the one writer.
+            attached = {'status': 'attached', 'host': base.SRC,
+                        'connector': base.SRC}
+            self.assertEqual(('in-use', [attached]), (
+                back['y']['volume']['status'],
+                back['y']['volume']['attachments']), back['y']['volume'])
+            self.assertEqual(1, len(observe.live_watchers(
+                back['y']['volume']['watchers'], self.dead_watchers)))
+            # x, retried to evac-c, keeps its data volume there.
+            self.assertEqual(('in-use', [dict(attached, host=C,
+                                              connector=C)]), (
+                back['x']['volume']['status'],
+                back['x']['volume']['attachments']), back['x']['volume'])
         else:
             # FIXME(bug): stock nova leaves y's port bound to evac-b: y
             # runs on evac-a with no network.

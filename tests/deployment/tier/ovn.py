@@ -131,6 +131,9 @@ class Chassis(object):
     :param netns: the host's :class:`~.netns.HostNetns`
     """
 
+    #: The daemons' common arguments: logs on the console only.
+    COMMON = ['--no-chdir', '-vconsole:info', '-vsyslog:off', '-vfile:off']
+
     def __init__(self, d, central, host, netns):
         self.d = d
         self.central = central
@@ -150,11 +153,13 @@ class Chassis(object):
             list(args), capture_output=True, text=True, check=check,
             env=dict(os.environ, **self.env)).stdout
 
-    def start(self, first=False):
+    def start(self, first=False, controller=True):
         """ovsdb-server, ovs-vswitchd and ovn-controller of the host.
 
         :param first: lay out the database and br-phy (the host's first
             start); later starts reuse them, as a rebooted host does.
+        :param controller: start ovn-controller too; else the caller calls
+            :meth:`start_controller` (an agent that comes up late)
         """
         from tests.deployment.tier import services
 
@@ -179,14 +184,12 @@ class Chassis(object):
                 self.netns.address.split('/')[0],
                 'external_ids:ovn-bridge=br-int',
                 'external_ids:ovn-bridge-datapath-type=netdev')
-        common = ['--no-chdir', '-vconsole:info', '-vsyslog:off',
-                  '-vfile:off']
         vswitchd = services.Service(
             self.names[1], self.netns.argv([
                 'ovs-vswitchd', 'unix:%s' % self.sock,
                 '--unixctl=%s' % os.path.join(self.dir, 'vswitchd.ctl'),
                 '--pidfile=%s' % os.path.join(self.dir, 'vswitchd.pid')] +
-                common),
+                self.COMMON),
             d.path('logs', '%s.log' % self.names[1]), env=self.env)
         d.add_service(vswitchd)
         if first:
@@ -200,14 +203,21 @@ class Chassis(object):
         self.netns.run('ip', 'addr', 'replace', self.netns.address, 'dev',
                        'br-phy')
         self.netns.run('ip', 'link', 'set', 'br-phy', 'up')
+        if controller:
+            self.start_controller()
+
+    def start_controller(self):
+        """The host's ovn-controller, on its running switch."""
+        from tests.deployment.tier import services
+
         controller = services.Service(
             self.names[2], self.netns.argv([
                 # Its control socket goes in OVN_RUNDIR.
                 'ovn-controller', 'unix:%s' % self.sock,
-                '--pidfile=%s' % os.path.join(self.dir,
-                                              'controller.pid')] + common),
-            d.path('logs', '%s.log' % self.names[2]), env=self.env)
-        d.add_service(controller)
+                '--pidfile=%s' % os.path.join(
+                    self.dir, 'controller.pid')] + self.COMMON),
+            self.d.path('logs', '%s.log' % self.names[2]), env=self.env)
+        self.d.add_service(controller)
 
     def wait_registered(self, timeout=60):
         """Its chassis in the southbound database."""

@@ -942,20 +942,28 @@ class Deployment(object):
             name in self.services and self.services[name].running
             for name in self.chassis[host].names)
 
-    def start_host(self, host):
-        """A crashed host boots: its switch, then libvirtd."""
-        self.chassis[host].start()
-        self.chassis[host].wait_registered()
+    def start_host(self, host, controller=True):
+        """A crashed host boots: its switch, then libvirtd.
+
+        :param controller: ovn-controller too; else the caller starts it
+            later (``self.chassis[host].start_controller()``)
+        """
+        self.chassis[host].start(controller=controller)
+        if controller:
+            self.chassis[host].wait_registered()
         self.hosts[host].start()
-        self.progress('host %s booted (OVS, ovn-controller, libvirtd)', host)
+        self.progress('host %s booted (OVS, %slibvirtd)', host,
+                      'ovn-controller, ' if controller else '')
 
     def ensure_compute(self, host, binary=STOCK, hook=False, wait=True,
-                       **conf):
+                       late_controller=False, **conf):
         """Run ``host``'s libvirtd and nova-compute as asked.
 
         nova-compute is restarted only if its binary or configuration
         differ from those asked for. With ``wait=False`` the caller calls
         :meth:`wait_compute` if the returned service has ``restarted``.
+        With ``late_controller`` a host that boots starts its
+        ovn-controller only when the caller does.
         """
         want = dict(binary=binary, hook=hook, shared=False, rbd=False,
                     serial_ports=None)
@@ -963,7 +971,7 @@ class Deployment(object):
         svc = self.compute_service(host)
         have = getattr(svc, 'config', None)
         if not self.host_running(host):
-            self.start_host(host)
+            self.start_host(host, controller=not late_controller)
         if svc and svc.running and have == want:
             svc.restarted = False
             return svc
