@@ -42,7 +42,7 @@ PYTHON=${PYTHON:-python}
 
 # nova's unit tests of the touched test classes: its rebuild and evacuate
 # tests, the new ones among them, and the resource tracker's new ones.
-NOVA_UNIT_REGEX=${NOVA_UNIT_REGEX:-'test_compute_mgr\.ComputeManagerUnitTestCase\.test_(.*rebuild|.*evacuat)|test_resource_tracker\.TestFinishRecordedEvacuation'}
+NOVA_UNIT_REGEX=${NOVA_UNIT_REGEX:-'test_compute_mgr\.ComputeManagerUnitTestCase\.test_(.*rebuild|.*evacuat|.*given_back)|test_resource_tracker\.TestFinishRecordedEvacuation'}
 # The tests of the new driver method (its default and libvirt's), by name:
 # discovering nova/tests/unit/virt would take minutes.
 NOVA_DRIVER_TESTS=${NOVA_DRIVER_TESTS:-'nova.tests.unit.virt.test_virt_drivers.AbstractDriverTestCase.test_instance_files_exist nova.tests.unit.virt.libvirt.test_driver.LibvirtDriverTestCase.test_instance_files_exist nova.tests.unit.virt.libvirt.test_driver.LibvirtDriverTestCase.test_instance_files_exist_no_instance_dir nova.tests.unit.virt.libvirt.test_driver.LibvirtDriverTestCase.test_instance_files_exist_rbd nova.tests.unit.virt.libvirt.test_driver.LibvirtDriverTestCase.test_instance_files_exist_unknown'}

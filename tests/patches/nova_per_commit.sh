@@ -22,7 +22,7 @@ set -euo pipefail
 tree=$(cd "$1" && pwd)
 base=$2
 PYTHON=${PYTHON:-python}
-UNIT_REGEX='test_compute_mgr\.ComputeManagerUnitTestCase\.test_(.*rebuild|.*evacuat)|test_resource_tracker\.TestFinishRecordedEvacuation'
+UNIT_REGEX='test_compute_mgr\.ComputeManagerUnitTestCase\.test_(.*rebuild|.*evacuat|.*given_back)|test_resource_tracker\.TestFinishRecordedEvacuation'
 DRIVER_TESTS='nova.tests.unit.virt.test_virt_drivers.AbstractDriverTestCase.test_instance_files_exist nova.tests.unit.virt.libvirt.test_driver.LibvirtDriverTestCase.test_instance_files_exist nova.tests.unit.virt.libvirt.test_driver.LibvirtDriverTestCase.test_instance_files_exist_no_instance_dir nova.tests.unit.virt.libvirt.test_driver.LibvirtDriverTestCase.test_instance_files_exist_rbd nova.tests.unit.virt.libvirt.test_driver.LibvirtDriverTestCase.test_instance_files_exist_unknown'
 export OS_NOVA_DISABLE_EVENTLET_PATCHING=False
 cd "$tree"
