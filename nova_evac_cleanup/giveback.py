@@ -195,12 +195,24 @@ def unused_volumes(manager, context, instance):
     result = []
     for bdm in objects.BlockDeviceMappingList.get_by_instance_uuid(
             context, instance.uuid):
-        if bdm.is_volume and bdm.attachment_id:
+        if not (bdm.is_volume and bdm.attachment_id):
+            continue
+        try:
             attachment = manager.volume_api.attachment_get(
                 context, bdm.attachment_id)
-            info = attachment.get('connection_info') or attachment
-            if info.get('status') in ('reserved', 'attaching'):
-                result.append(bdm)
+        except exception.VolumeAttachmentNotFound:
+            # A replacement cut short (a sweep that died in it): nothing
+            # here to connect; the rest of the server still goes back.
+            LOG.warning('Volume %s: attachment %s is gone from cinder; '
+                        'once checked, run: %s', bdm.volume_id,
+                        bdm.attachment_id, ' && '.join(
+                            runbook.refresh_volumes(
+                                manager.host, instance.uuid,
+                                [bdm.volume_id])), instance=instance)
+            continue
+        info = attachment.get('connection_info') or attachment
+        if info.get('status') in ('reserved', 'attaching'):
+            result.append(bdm)
     return result
 
 

@@ -427,3 +427,31 @@ class NoAllocationHereTest(_GivenBackTest):
         self.compute0.manager._give_back_failed_evacuations(
             nova_context.get_admin_context())
         self.assertEqual((SOURCE, allocation(SOURCE)), self.profile())
+
+
+class DeletedAttachmentTest(_GivenBackTest):
+    """A mapping naming an attachment cinder lost holds nothing else back.
+
+    Found by the explorer (``sweep volume.attachment_delete#1``, die,
+    source-first): a sweep that died replacing the attachment leaves the
+    mapping of one volume naming one cinder deleted. That volume is left
+    with a WARNING; the next volume and the port are still given back.
+    """
+
+    def test_the_rest_given_back(self):
+        server = self._boot_with_port_and_volume(*VOLUMES[1:])
+        self._fail_source()
+        self._fail_evacuation(server, self.row)
+        bdm = objects.BlockDeviceMapping.get_by_volume(
+            nova_context.get_admin_context(), VOLUMES[0])
+        del self.cinder.volume_to_attachment[VOLUMES[0]][bdm.attachment_id]
+        self._restart_source()
+
+        [port] = self.neutron.list_ports(True, device_id=server['id'])[
+            'ports']
+        self.assertEqual((SOURCE, 'ovs'), (
+            port['binding:host_id'], port['binding:vif_type']))
+        [attachment] = self.cinder.volume_to_attachment[VOLUMES[1]].values()
+        self.assertEqual(SOURCE, attachment['connector']['host'])
+        self.assertIn('Volume %s: attachment %s is gone' % (
+            VOLUMES[0], bdm.attachment_id), self.stdlog.logger.output)
