@@ -44,6 +44,9 @@ class HostLockHeld(Exception):
         self.busy = busy
 
 
+_UNAVAILABLE = 'cannot take the evacuation-cleanup lock of %s (%s): %s'
+
+
 def acquire(host, timeout=0):
     """Take the lock of ``host``.
 
@@ -58,34 +61,28 @@ def acquire(host, timeout=0):
             '[oslo_concurrency] lock_path is not set: it is needed to know '
             'whether nova-compute runs on this host')
     path = os.path.join(directory, 'nova-evac-cleanup-' + host)
-    lock = None
     try:
         lock = open(path, 'a')
-        return _wait(lock, host, path, time.monotonic() + timeout)
-    except (HostLockHeld, OSError) as error:
-        if lock is not None:
-            lock.close()
-        if isinstance(error, HostLockHeld):
-            raise
-        # A file that cannot be made, or a lock not held but not to be had
-        # (ENOLCK on an NFS lock_path): never raised out of a start.
-        raise HostLockHeld('cannot take the evacuation-cleanup lock of %s '
-                           '(%s): %s' % (host, path, error))
-
-
-def _wait(lock, host, path, deadline):
-    """``flock`` ``lock`` once free, or until ``deadline``."""
+    except OSError as error:
+        raise HostLockHeld(_UNAVAILABLE % (host, path, error))
+    deadline = time.monotonic() + timeout
     while True:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             return lock
         except BlockingIOError:
             if time.monotonic() >= deadline:
+                lock.close()
                 raise HostLockHeld(
                     'another process holds the evacuation-cleanup lock of '
                     '%s (%s): nova-compute or nova-evac-cleanup audit '
                     '--delete is running there' % (host, path), busy=True)
             time.sleep(0.5)
+        except OSError as error:
+            # Not held but not to be had (ENOLCK on an NFS lock_path):
+            # never raised out of nova-compute's start.
+            lock.close()
+            raise HostLockHeld(_UNAVAILABLE % (host, path, error))
 
 
 def release(lock):
