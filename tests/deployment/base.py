@@ -327,6 +327,7 @@ class DeploymentTestCase(testtools.TestCase):
         config = dict(getattr(svc, 'config', None) or {})
         config.pop('binary', None)
         config.pop('hook', None)
+        config.pop('death', None)
         return config
 
     def wipe(self, server_id):

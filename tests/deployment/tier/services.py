@@ -48,6 +48,7 @@ import pymysql
 from tests.deployment.tier import ceph
 from tests.deployment.tier import cinder
 from tests.deployment.tier import client
+from tests.deployment.tier import deathpoint
 from tests.deployment.tier import glance
 from tests.deployment.tier import hypervisor
 from tests.deployment.tier import identity
@@ -245,7 +246,7 @@ class Service(object):
         env = dict(os.environ)
         env.update(self.env or {})
         self.started_at = utcnow()
-        self._checked = os.path.getsize(self.log_file)
+        self._checked = self.log_start = os.path.getsize(self.log_file)
         self.proc = subprocess.Popen(
             self.argv, stdout=log, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, env=env, start_new_session=True)
@@ -276,6 +277,12 @@ class Service(object):
                 raise ServiceFailed('%s: %s; see %s; its last lines:\n%s' % (
                     self.name, line.decode(errors='replace')[:400],
                     self.log_file, self.tail()))
+
+    def logged(self, text):
+        """Whether this run of the process logged ``text`` (bytes)."""
+        with open(self.log_file, 'rb') as f:
+            f.seek(self.log_start)
+            return text in f.read()
 
     def tail(self, lines=15):
         """The last lines of the service's log."""
@@ -693,8 +700,8 @@ class Deployment(object):
         for host in self.host_names:
             self.compute_conf(host)
             svc = self.start_compute(host, STOCK, wait=False)
-            svc.config = dict(binary=STOCK, hook=False, shared=False,
-                              rbd=False, serial_ports=None)
+            svc.config = dict(binary=STOCK, hook=False, death=False,
+                              shared=False, rbd=False, serial_ports=None)
         for host in self.host_names:
             self.wait_compute(host)
         self._run(*manage, 'cell_v2', 'discover_hosts')
@@ -829,9 +836,18 @@ class Deployment(object):
                             interval=0.25)
 
     def _wait_service_up(self, host, binary, svc, timeout=180):
-        """Up in the API, with a heartbeat since the process started."""
+        """Up in the API, with a heartbeat since the process started.
+
+        A heartbeat the conductor saves late, of a process killed just
+        before this one started, can look newer than the start: the
+        process must also have logged (at debug level) that its start-up
+        (``init_host``, where nova-compute-evac-cleanup sweeps) is over.
+        """
         def up():
             svc.check()
+            if self.debug and not svc.logged(
+                    b'Creating RPC server for service: %s' % binary.encode()):
+                return False
             ref = self.compute.service(host, binary)
             # A forced-down service is down whatever its heartbeat.
             return (ref and ref['updated_at'] and
@@ -854,12 +870,15 @@ class Deployment(object):
     def compute_service(self, host):
         return self.services.get('nova-compute-%s' % host)
 
-    def start_compute(self, host, binary=STOCK, wait=True, hook=False):
+    def start_compute(self, host, binary=STOCK, wait=True, hook=False,
+                      death=False):
         """Start ``host``'s nova-compute, in the host's namespace.
 
         :param binary: :data:`STOCK` or :data:`FIXED`
         :param hook: run it with the fault hook (:mod:`.faults`), whose
             directory is :meth:`fault_dir`
+        :param death: run it with the death-point hook
+            (:mod:`.deathpoint`), whose directory is :meth:`death_dir`
         """
         name = 'nova-compute-%s' % host
         conf = self.path('etc', 'nova-compute-%s.conf' % host)
@@ -871,14 +890,22 @@ class Deployment(object):
                 argv.append('--fixed')
         else:
             argv = [self._bin(binary)]
+        env = dict(self.chassis[host].env)
+        if death:
+            env[deathpoint.ENV] = self.death_dir(host)
+            env['PYTHONPATH'] = os.pathsep.join(
+                [deathpoint.HOOK_DIR] + [
+                    p for p in os.environ.get('PYTHONPATH', '').split(
+                        os.pathsep) if p])
         svc = Service(name, self.netns[host].argv(
             argv + ['--config-file', conf]),
-            self.path('logs', '%s.log' % name), env=self.chassis[host].env)
+            self.path('logs', '%s.log' % name), env=env)
         svc.binary = binary
         svc.hook = hook
         self.add_service(svc)
-        self.progress('%s started (%s%s)', name, binary,
-                      ', fault hook' if hook else '')
+        self.progress('%s started (%s%s%s)', name, binary,
+                      ', fault hook' if hook else '',
+                      ', death-point hook' if death else '')
         if wait:
             self.wait_compute(host)
         return svc
@@ -887,6 +914,51 @@ class Deployment(object):
         path = self.path('state', host, 'faults')
         os.makedirs(path, exist_ok=True)
         return path
+
+    def death_dir(self, host):
+        path = self.path('state', host, 'death')
+        os.makedirs(path, exist_ok=True)
+        return path
+
+    def arm_death(self, host, root=None, name=None, n=None, key=''):
+        """Have ``host``'s nova-compute die after point ``name#n``.
+
+        In the evacuation of server ``key`` (``root`` ``evacuate``) or in
+        the start-up's sweep; no arguments: disarm. What it recorded and
+        fired before is cleared when armed.
+        """
+        arm = os.path.join(self.death_dir(host), 'arm')
+        if root is None:
+            if os.path.exists(arm):
+                os.unlink(arm)
+            return
+        for stale in ('fired',):
+            path = os.path.join(self.death_dir(host), stale)
+            if os.path.exists(path):
+                os.unlink(path)
+        with open(arm + '.new', 'w') as f:
+            json.dump({'root': root, 'key': key, 'name': name, 'n': n}, f)
+        os.rename(arm + '.new', arm)
+
+    def death_fired(self, host):
+        """The point ``host``'s nova-compute died at, or None."""
+        try:
+            with open(os.path.join(self.death_dir(host), 'fired')) as f:
+                return json.load(f)
+        except FileNotFoundError:
+            return None
+
+    def death_points(self, host, root=None, key=None):
+        """The points ``host``'s nova-compute recorded, in call order."""
+        try:
+            with open(os.path.join(self.death_dir(host), 'points')) as f:
+                points = [json.loads(line) for line in f if line.strip()]
+        except FileNotFoundError:
+            return []
+        return sorted((p for p in points if (
+            root is None or p['root'] == root) and (
+            key is None or p['key'] == key)),
+            key=lambda p: (p['pid'], p['seq']))
 
     def set_fault(self, host, fault=None):
         """Arm (``raise``/``hang``) or disarm (None) ``host``'s hook."""
@@ -956,7 +1028,7 @@ class Deployment(object):
                       'ovn-controller, ' if controller else '')
 
     def ensure_compute(self, host, binary=STOCK, hook=False, wait=True,
-                       late_controller=False, **conf):
+                       late_controller=False, death=False, **conf):
         """Run ``host``'s libvirtd and nova-compute as asked.
 
         nova-compute is restarted only if its binary or configuration
@@ -965,8 +1037,8 @@ class Deployment(object):
         With ``late_controller`` a host that boots starts its
         ovn-controller only when the caller does.
         """
-        want = dict(binary=binary, hook=hook, shared=False, rbd=False,
-                    serial_ports=None)
+        want = dict(binary=binary, hook=hook, death=death, shared=False,
+                    rbd=False, serial_ports=None)
         want.update(conf)
         svc = self.compute_service(host)
         have = getattr(svc, 'config', None)
@@ -979,7 +1051,8 @@ class Deployment(object):
         # shutdown takes 30 s or more on this stack.
         self.stop_compute(host, signal.SIGKILL)
         self.compute_conf(host, **conf)
-        svc = self.start_compute(host, binary, hook=hook, wait=wait)
+        svc = self.start_compute(host, binary, hook=hook, wait=wait,
+                                 death=death)
         svc.config = want
         svc.restarted = True
         return svc
