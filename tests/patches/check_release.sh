@@ -42,13 +42,13 @@ PYTHON=${PYTHON:-python}
 
 # nova's unit tests of the touched test classes: its rebuild and evacuate
 # tests, the new ones among them, and the resource tracker's new ones.
-NOVA_UNIT_REGEX=${NOVA_UNIT_REGEX:-'test_compute_mgr\.ComputeManagerUnitTestCase\.test_(.*rebuild|.*evacuat|.*given_back)|test_resource_tracker\.TestFinishRecordedEvacuation'}
+NOVA_UNIT_REGEX=${NOVA_UNIT_REGEX:-'test_compute_mgr\.ComputeManagerUnitTestCase\.test_(.*rebuild|.*evacuat|.*given_back|reverts_task_state|error_out_instance_on_exception)|test_resource_tracker\.TestFinishRecordedEvacuation'}
 # The tests of the new driver method (its default and libvirt's), by name:
 # discovering nova/tests/unit/virt would take minutes.
 NOVA_DRIVER_TESTS=${NOVA_DRIVER_TESTS:-'nova.tests.unit.virt.test_virt_drivers.AbstractDriverTestCase.test_instance_files_exist nova.tests.unit.virt.libvirt.test_driver.LibvirtDriverTestCase.test_instance_files_exist nova.tests.unit.virt.libvirt.test_driver.LibvirtDriverTestCase.test_instance_files_exist_no_instance_dir nova.tests.unit.virt.libvirt.test_driver.LibvirtDriverTestCase.test_instance_files_exist_rbd nova.tests.unit.virt.libvirt.test_driver.LibvirtDriverTestCase.test_instance_files_exist_unknown'}
-# The series' regression test module and the libvirt evacuate tests it
-# builds on.
-NOVA_FUNCTIONAL_REGEX=${NOVA_FUNCTIONAL_REGEX:-'(libvirt\.test_evacuate|regressions\.test_bug_NNNNNNN)\.'}
+# The series' regression test modules (the main bug's, and the retry
+# window's) and nova's libvirt evacuate tests.
+NOVA_FUNCTIONAL_REGEX=${NOVA_FUNCTIONAL_REGEX:-'(libvirt\.test_evacuate|regressions\.test_bug_(NNNNNNN|MMMMMMM))\.'}
 # This project's tests that assert the fixed behaviour. The others assert
 # stock nova's bug and cannot pass on a patched nova: the *StockTest
 # classes, the smoke test of the debris (test_failed_evacuate_leaves_debris)

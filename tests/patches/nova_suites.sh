@@ -7,10 +7,13 @@
 #
 # VERSION is a nova release (its sdist is downloaded into SDIST_CACHE
 # once), or GIT_TREE@REF for a commit of a nova git checkout (master).
-# It is extracted twice under WORKDIR, one tree left stock and one with
-# patches/series applied (patch -p1 --fuzz=0), and each SUITE is run with
-# stestr in both trees, in the current virtualenv (which must have that
-# nova's requirements installed: the tree run from is the one imported).
+# It is extracted three times under WORKDIR: one tree left stock, one with
+# part one of patches/series (the changes before its "# Part two" line)
+# and one with the whole series applied (patch -p1 --fuzz=0), and each
+# SUITE is run with stestr in the trees, one at a time, in the current
+# virtualenv (which must have that nova's requirements installed: the tree
+# run from is the one imported). TREES (default "stock part-one patched")
+# chooses the trees run.
 # SUITE is NAME=TEST_PATH:REGEX, or one of two presets:
 #
 #   subsets (the default): the evacuate/rebuild subsets
@@ -18,14 +21,15 @@
 #     unit-driver    nova/tests/unit/virt, the tests of instance_on_disk
 #                    and of the new instance_files_exist
 #     functional     nova/tests/functional, libvirt.test_evacuate, the
-#                    series' regression module, the regressions matching
+#                    series' regression modules, the regressions matching
 #                    evacuat|rebuild, test_servers evacuate and rebuild tests
 #   whole: nova's whole unit suites the series touches
 #     unit-compute   nova/tests/unit/compute, every test
-#     unit-libvirt   nova/tests/unit/virt/libvirt, every test of test_driver
+#     unit-libvirt   nova/tests/unit/virt/libvirt, every test
 #
 # Prints one line per suite and tree: passed, failed, skipped, seconds;
-# and, per suite, the tests that pass stock and fail patched (the series
+# and, per suite and patched tree, the tests that pass stock and fail
+# patched (the series
 # may change a test that asserts the behaviour it fixes: those are listed
 # too, and the change that does it says so). Exits 1 if any test passing
 # on stock fails when patched and is not a test the series itself adds or
@@ -42,10 +46,10 @@ PYTHON=${PYTHON:-python}
 subsets=(
     'unit-compute=./nova/tests/unit/compute:(rebuild|evacuat)'
     'unit-driver=./nova/tests/unit/virt:test_instance_(on_disk|files_exist)'
-    'functional=./nova/tests/functional:(libvirt\.test_evacuate|regressions\.test_bug_NNNNNNN\.|regressions\.test_bug_[0-9]+\..*(evacuat|rebuild)|regressions\.test_evacuate|test_servers\..*(evacuat|rebuild))')
+    'functional=./nova/tests/functional:(libvirt\.test_evacuate|regressions\.test_bug_(NNNNNNN|MMMMMMM)\.|regressions\.test_bug_[0-9]+\..*(evacuat|rebuild)|regressions\.test_evacuate|test_servers\..*(evacuat|rebuild))')
 whole=(
     'unit-compute=./nova/tests/unit/compute:.'
-    'unit-libvirt=./nova/tests/unit/virt/libvirt:test_driver\.')
+    'unit-libvirt=./nova/tests/unit/virt/libvirt:.')
 if [ $# -eq 0 ] || [ "$*" = subsets ]; then
     set -- "${subsets[@]}"
 elif [ "$*" = whole ]; then
@@ -56,7 +60,7 @@ mkdir -p "$workdir" "$cache"
 workdir=$(cd "$workdir" && pwd)
 case "$version" in
 *@*)
-    for tree in stock patched; do
+    for tree in stock part-one patched; do
         rm -rf "${workdir:?}/$tree"
         mkdir -p "$workdir/$tree"
         git -C "${version%@*}" archive --prefix=nova-git/ "${version#*@}" |
@@ -69,7 +73,7 @@ case "$version" in
         "$PYTHON" -m pip download --quiet --no-deps --no-binary :all: \
             -d "$cache" "nova==$version"
     fi
-    for tree in stock patched; do
+    for tree in stock part-one patched; do
         rm -rf "${workdir:?}/$tree"
         mkdir -p "$workdir/$tree"
         tar --no-same-owner -xzf "$sdist" -C "$workdir/$tree"
@@ -77,10 +81,15 @@ case "$version" in
     ;;
 esac
 patched=$(ls -d "$workdir"/patched/nova-*/)
+part_one=$(ls -d "$workdir"/part-one/nova-*/)
 while read -r p || [ -n "$p" ]; do
     case "$p" in ''|'#'*) continue ;; esac
     patch -d "$patched" -p1 --fuzz=0 --batch --quiet < "$repo_root/patches/$p"
 done < "$repo_root/patches/series"
+while read -r p || [ -n "$p" ]; do
+    case "$p" in ''|'#'*) continue ;; esac
+    patch -d "$part_one" -p1 --fuzz=0 --batch --quiet < "$repo_root/patches/$p"
+done < <(sed '/^# Part two/q' "$repo_root/patches/series")
 # nova's test requirements (not its linters, whose pins conflict with
 # this project's), with the release's upper-constraints if given.
 if [ -n "${NOVA_CONSTRAINTS_FILE:-}" ]; then
@@ -100,7 +109,7 @@ for suite in "$@"; do
     rest=${suite#*=}
     path=${rest%%:*}
     regex=${rest#*:}
-    for tree in stock patched; do
+    for tree in ${TREES:-stock part-one patched}; do
         dir=$(ls -d "$workdir/$tree"/nova-*/)
         start=$(date +%s)
         (cd "$dir" && stestr --test-path "$path" --top-dir ./ run \
@@ -120,8 +129,10 @@ print('%-14s %-8s passed %4d  failed %3d  skipped %3d  %5ss' % (
     count.get('fail', 0), count.get('skip', 0), sys.argv[4]))
 PY
     done
-    regressions=$("$PYTHON" - "$workdir/stock-$name.csv" \
-        "$workdir/patched-$name.csv" <<'PY'
+    for tree in ${TREES:-stock part-one patched}; do
+        [ "$tree" != stock ] || continue
+        regressions=$("$PYTHON" - "$workdir/stock-$name.csv" \
+            "$workdir/$tree-$name.csv" <<'PY'
 import csv, sys
 def status(path):
     return {r['test'].split('[')[0]: r['status'] for r in csv.DictReader(open(path))}
@@ -131,15 +142,18 @@ for test in sorted(stock):
         print(test, patched.get(test))
 PY
 )
-    if [ -n "$regressions" ]; then
-        while read -r test status; do
-            if grep -qE "^[-+].*def ${test##*.}\(" <<<"$series_diff"; then
-                echo "  changed by the series, passes stock, $status patched: $test"
-            else
-                echo "  REGRESSION: passes stock, $status patched: $test"
-                rc=1
-            fi
-        done <<<"$regressions"
-    fi
+        if [ -n "$regressions" ]; then
+            while read -r test status; do
+                if grep -qE "^[-+].*def ${test##*.}\(" <<<"$series_diff"; then
+                    echo "  changed by the series, passes stock, $status $tree: $test"
+                else
+                    echo "  REGRESSION: passes stock, $status $tree: $test"
+                    rc=1
+                fi
+            done <<<"$regressions"
+        else
+            echo "  $name: no test passing on stock fails on $tree"
+        fi
+    done
 done
 exit "$rc"
