@@ -266,7 +266,7 @@ def report(data, args):
                 'An evacuation whose spawn fails at each stage, %d times '
                 'per stage: time from the evacuate request to the server '
                 'in ERROR with its fault (median), the cleanup itself '
-                '(`failure.destroy`, median), and what the '
+                '(`Ending.before_nova`, median), and what the '
                 'failed evacuations left on the destination.' %
                 args.failure_repeat, '',
                 '| stage | stock s | fixed s | ratio | cleanup ms | '
@@ -478,7 +478,8 @@ def interleaved_section(run, med):
            '(transaction control left out) on the destination\'s '
            '`rebuild_instance` thread, nova\'s cell database and placement '
            '(in-process); cleanup: the fix\'s own code after the failure '
-           '(`failure.destroy`, `failure.after_nova`, `Evacuation.end`).' %
+           '(`Ending.before_nova`, `Evacuation.after_nova`, '
+           '`Evacuation.end`).' %
            (len(samples) // 4), '',
            '| round | fixed on | stock s | fixed s | ratio | cleanup ms '
            '| cleanup / time to ERROR | SQL stock | SQL fixed | SQL of '

@@ -42,8 +42,8 @@ from oslo_utils import timeutils
 from oslo_utils import uuidutils
 import sqlalchemy as sa
 
+from nova_evac_cleanup import ending
 from nova_evac_cleanup import evacuation
-from nova_evac_cleanup import failure
 from nova_evac_cleanup import manager
 from tests.harness import fake_libvirt
 from tests.harness import functional as base
@@ -119,7 +119,7 @@ class Scenarios(base.EvacuateTestCase):
 
     def _time_cleanup(self):
         """Record how long each cleanup of a failed evacuation takes."""
-        original = failure.destroy
+        original = ending.Ending.before_nova
         durations = self.cleanup_seconds
 
         def timed(*args, **kwargs):
@@ -130,7 +130,7 @@ class Scenarios(base.EvacuateTestCase):
                 durations.append(time.perf_counter() - started)
 
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_evac_cleanup.failure.destroy', timed))
+            'nova_evac_cleanup.ending.Ending.before_nova', timed))
 
     # Polling.
 
@@ -296,8 +296,8 @@ class Scenarios(base.EvacuateTestCase):
         API call to the server in ERROR with its fault, the SQL statements
         on the destination's ``rebuild_instance`` thread (nova's cell
         database, and placement), and, on the fixed one, the time and the
-        statements of the cleanup itself (``failure.destroy``,
-        ``failure.after_nova``, ``Evacuation.end``).
+        statements of the cleanup itself (``Ending.before_nova``,
+        ``Evacuation.after_nova``, ``Evacuation.end``).
         """
         pairs, rounds = self.params['interleaved_pairs'], 2
         other = 'compute2'
@@ -312,8 +312,10 @@ class Scenarios(base.EvacuateTestCase):
         rebuilds = self._count_rebuilds(counters)
         cleanup = collections.defaultdict(list)
         for path, original in (
-                ('nova_evac_cleanup.failure.destroy', failure.destroy),
-                ('nova_evac_cleanup.failure.after_nova', failure.after_nova),
+                ('nova_evac_cleanup.ending.Ending.before_nova',
+                 ending.Ending.before_nova),
+                ('nova_evac_cleanup.evacuation.Evacuation.after_nova',
+                 evacuation.Evacuation.after_nova),
                 ('nova_evac_cleanup.evacuation.Evacuation.end',
                  evacuation.Evacuation.end)):
             self.useFixture(fixtures.MonkeyPatch(

@@ -30,9 +30,10 @@ Without ``delete`` nothing is written anywhere.
 from nova import exception
 from nova import objects
 
-from nova_evac_cleanup import classification
-from nova_evac_cleanup import findings
 from nova_evac_cleanup import giveback
+from nova_evac_cleanup import journal
+from nova_evac_cleanup import ownership
+from nova_evac_cleanup import rule
 from nova_evac_cleanup import sweep
 
 
@@ -55,48 +56,130 @@ def report(manager, context, delete=False):
 
     :returns: a dict, the report
     """
-    found, examined = findings.find(manager, context)
-    nodes = findings.nodes(manager, context)
-    known = {f.instance_uuid for f in found}
+    nodes = rule.nodes(context, manager.host)
+    entries = journal.entries(manager.host)
+    found = [sweep.settle(manager, context, entry, nodes, act=delete)
+             for entry in entries]
+    known = {entry.instance_uuid for entry in entries}
     guests, count = foreign_guests(manager, context, known, nodes)
-    known.update(f.instance_uuid for f in guests)
+    known.update(_uuid(f) for f in guests)
     records, seen = _history(manager, context, known, nodes)
-    found += guests + records
-    examined += count + seen
-    if delete:
-        for finding in found:
-            sweep.settle(manager, context, finding)
-    # An entry nothing is left of, or of an instance that lives here, is
-    # only examined (and with delete forgotten).
-    found = [f for f in found if f.ended or f.left_here() or
-             f.refuses_evacuations() or f.kind == classification.INTERRUPTED]
+    found = [f for f in found + guests + records if f.ended or
+             _left_here(f) or _refuses(f) or f.verdict.decision == rule.END]
     result = {
         'host': manager.host,
         'delete': delete,
         'compute_service_up': _service_up(context, manager.host),
-        'examined': examined,
-        'evacuations': [f.as_dict() for f in found],
+        'examined': len(entries) + count + seen,
+        'evacuations': [_as_dict(f) for f in found],
         'orphaned_allocations': _orphaned(manager, context, nodes, found),
         'missing_allocations': [],
         'not_given_back': giveback.left(manager, context),
     }
     for finding in found:
-        instance = finding.instance
+        instance = finding.state.instance
         if instance is None or instance.deleted:
             continue
         # Without delete: what ending the evacuation would leave.
-        left = set(findings.allocations(manager, context,
-                                        finding.instance_uuid))
-        if not delete and finding.kind == classification.INTERRUPTED:
+        left = set(manager.reportclient.get_allocs_for_consumer(
+            context, instance.uuid).get('allocations') or {})
+        if not delete and finding.verdict.decision == rule.END:
             left -= set(nodes)
         if not left:
-            result['missing_allocations'].append(finding.instance_uuid)
+            result['missing_allocations'].append(instance.uuid)
+    return result
+
+
+def _uuid(finding):
+    instance = finding.state.instance
+    return instance.uuid if instance is not None else (
+        finding.entry.instance_uuid)
+
+
+def _left_here(finding):
+    """Whether anything of it is on this host, but the server's own files."""
+    left, entry = finding.left, finding.entry
+    return bool(left.guest or left.allocations or (
+        left.files and not (entry is not None and entry.shared)))
+
+
+def _refuses(finding):
+    """Whether it makes the next evacuation of the server here fail."""
+    entry, left, instance = finding.entry, finding.left, finding.state.instance
+    return bool(entry is not None and not entry.shared and
+                (left.guest or (left.files and entry.spawned)) and
+                instance is not None and not instance.deleted and
+                instance.host != finding.host)
+
+
+def _disks(finding):
+    entry, instance = finding.entry, finding.state.instance
+    path = ownership.instance_path(instance.uuid)
+    if finding.left.owned:
+        return ('remove: the evacuation created %s, not on shared storage' %
+                path)
+    if entry is None:
+        return ('keep: no journal entry: this host has no record of the '
+                'evacuation\'s storage')
+    if entry.shared:
+        return ('keep: the instance\'s own files: the evacuation found them '
+                'on storage shared with %s before spawn' % instance.host)
+    return 'keep: %s' % ownership.proof(entry)[1]
+
+
+def _actions(finding):
+    """What ending the evacuation does, in order."""
+    instance, migration = finding.state.instance, finding.state.migration
+    actions = []
+    if migration.status in rule.RUNNING:
+        actions.append('set migration %s to failed' % migration.uuid)
+    actions.append('destroy the guest on %s and %s' % (
+        finding.host, 'remove its disks' if finding.left.owned
+        else 'keep its disks'))
+    if finding.left.allocations:
+        actions.append('remove the allocation against %s' % finding.host)
+    actions.append('set the instance to ERROR with no task state (if still '
+                   '%s)' % instance.task_state)
+    return actions
+
+
+def _as_dict(finding):
+    """The finding in the report."""
+    entry, left, verdict = finding.entry, finding.left, finding.verdict
+    instance, migration = finding.state.instance, finding.state.migration
+    path = ownership.instance_path(_uuid(finding))
+    to_end = verdict.decision == rule.END and not finding.ended
+    result = {
+        'kind': verdict.kind, 'reason': verdict.reason, 'guest': left.guest,
+        'files': {'%s/%s' % (path, name): size
+                  for name, size in left.files.items()},
+        'files_shared': bool(entry is not None and entry.shared),
+        'allocation_here': left.allocations,
+        'disks': _disks(finding) if instance is not None else '',
+        'actions': _actions(finding) if to_end and not finding.done else [],
+        'commands': sweep.commands(finding) if not to_end else [],
+        'done': finding.done, 'errors': finding.errors,
+        'ended': finding.ended, 'instance': _uuid(finding),
+        'journaled': entry is not None,
+        'kept': entry is not None and entry.phase == journal.KEPT,
+        'refuses_evacuations': _refuses(finding),
+        'instance_exists': bool(instance and not instance.deleted),
+        'migration': migration.uuid if migration else (
+            entry and entry.migration_uuid),
+    }
+    for key, obj, name in (
+            ('instance_host', instance, 'host'),
+            ('vm_state', instance, 'vm_state'),
+            ('task_state', instance, 'task_state'),
+            ('migration_status', migration, 'status'),
+            ('source_compute', migration, 'source_compute')):
+        result[key] = getattr(obj, name) if obj else None
     return result
 
 
 def _orphaned(manager, context, nodes, found):
     """Allocations against this host nothing here accounts for."""
-    handled = {f.instance_uuid for f in found}
+    handled = {_uuid(f) for f in found}
     result = []
     for node_uuid in nodes:
         node = objects.ComputeNode.get_by_uuid(context, node_uuid)
@@ -155,7 +238,7 @@ def _history(manager, context, known, host_nodes):
     found, examined = [], 0
     for migration in objects.MigrationList.get_by_filters(
             context, {'host': manager.host,
-                      'migration_type': classification.EVACUATION},
+                      'migration_type': rule.EVACUATION},
             sort_keys=['created_at', 'id'], sort_dirs=['desc', 'desc']):
         examined += 1
         if (migration.dest_compute != manager.host or
@@ -174,29 +257,25 @@ def _record_finding(manager, context, instance_uuid, host_nodes,
     """A finding for what the database alone shows; reported, never acted on.
 
     :returns: a Finding, or None when nothing of it is left on this host
+        or the instance lives here, was deleted or is being moved
     """
     if migration is None:
         evacuations = objects.MigrationList.get_by_filters(
             context, {'instance_uuid': instance_uuid,
-                      'migration_type': classification.EVACUATION,
+                      'migration_type': rule.EVACUATION,
                       'host': manager.host},
             sort_keys=['created_at', 'id'], sort_dirs=['desc', 'desc'])
         migration = next((m for m in evacuations
                           if m.dest_compute == manager.host), None)
-    finding = findings.examine(manager, context, host_nodes,
-                               instance_uuid=instance_uuid,
-                               migration=migration)
-    if (finding.kind in classification.NOVAS_OWN or
-            not finding.left_here()):
+    finding = sweep.examine(manager, context, host_nodes,
+                            instance_uuid=instance_uuid,
+                            migration_id=migration and migration.id)
+    instance = finding.state.instance
+    if (finding.verdict.decision != rule.KEEP or not _left_here(finding) or
+            instance is None or instance.host == manager.host or any(
+                m.status not in rule.OVER for m in finding.state.moves
+                if migration is None or m.id != migration.id)):
         return None
-    if finding.kind == classification.INTERRUPTED:
-        # Interrupted before this host journaled evacuations (stock nova,
-        # the patch series, or the cleanup disabled): no proof to act on.
-        finding.kind = classification.UNJOURNALED
-        finding.reason = ('interrupted, but this host holds no journal entry '
-                          'of it')
-        finding.actions = []
-        finding.commands = findings.commands(finding)
     return finding
 
 

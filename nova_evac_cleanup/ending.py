@@ -12,25 +12,59 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""The steps that end an interrupted evacuation, each one that can run again.
+"""The one ending of an evacuation to this host that did not move the server.
 
-:func:`nova_evac_cleanup.recovery.recover` runs them in the order of
-:data:`STEPS`, the server held, reading it again before each, then
-:func:`release`. Each takes the manager, the context, the finding and
-what the guest here was made with.
+The failure handler, the start-up sweep, ``audit --delete`` and the
+refusal of kept leftovers end an evacuation through these steps, each
+written once (:data:`STEPS`), each safe to run again, each reading what it
+acts on right before it acts:
+
+#. hold the server: its task state from the one it was found in to
+   :data:`nova_evac_cleanup.rule.HOLD`, a compare-and-swap, once the entry
+   records the ending (write-ahead, durable);
+#. the migration ``failed``, if it still runs (never over ``completed``
+   or ``done``);
+#. the guest here destroyed, its disks only with the ownership proof
+   taken then (:mod:`nova_evac_cleanup.ownership`);
+#. the volume connections the evacuation made here released (its
+   attachments replaced by reserved ones, which the source connects);
+#. this host's allocation removed;
+#. the migration context dropped, if it names the migration;
+#. the fault recorded, if none since the evacuation began;
+#. the server released, last: ERROR with no task state, a compare-and-swap
+   from the hold.
+
+Before each step the server is read again and must still be held
+(:func:`nova_evac_cleanup.rule.held`): an HA tool's evacuation since (nova's
+API checks no task state) is left alone, with what was done so far in the
+entry. Each step done is recorded in the entry, durably: a process that
+dies after any step is finished by the next start. A required step that
+fails keeps the hold, until the next start or ``audit --delete``.
+
+What nova's own handler already did is skipped by reading the state: the
+failure handler runs the same steps once nova's handler returned, and they
+find the migration failed, the allocation gone, the fault recorded and the
+server released.
 """
 
+import collections
+
+from nova.compute import resource_tracker
 from nova.compute import utils as compute_utils
 from nova.compute import vm_states
+from nova.db.main import api as db_api
+from nova.db.main import models
 from nova import exception
 from nova import objects
+from nova.objects import base as objects_base
+from nova import utils
 from oslo_log import log as logging
 
-from nova_evac_cleanup import classification
 from nova_evac_cleanup import guest
-from nova_evac_cleanup import leftovers
+from nova_evac_cleanup import journal
 from nova_evac_cleanup import ownership
-from nova_evac_cleanup import unwind
+from nova_evac_cleanup import rule
+from nova_evac_cleanup import runbook
 
 LOG = logging.getLogger(__name__)
 
@@ -47,132 +81,363 @@ class EvacuationInterrupted(exception.NovaException):
                'there was cleaned up when it started again.')
 
 
-def fail_migration(manager, context, finding, network_info,
-                   block_device_info):
-    """A migration in progress to ``failed``; nothing else is rewritten.
+def set_status(context, migration, expected, status):
+    """The migration from one of ``expected`` to ``status``; whether it was.
 
-    ``accepted`` or ``pre-migrating``: the evacuation died before or
-    during its rebuild code.
-
-    nova's objects have no conditional update of a migration: it is read
-    again right before it is written, and left alone if it moved on.
+    A compare-and-swap in the database where this process reaches it (the
+    audit, nova's functional tests). Through nova-conductor, which has no
+    conditional update of a migration, the record is read right before it
+    is written.
     """
-    migration = objects.Migration.get_by_id(context, finding.migration.id)
-    finding.migration = migration
-    if migration.status not in ('accepted', 'pre-migrating'):
-        LOG.info('Evacuation %s to %s: migration left %s', migration.uuid,
-                 finding.host, migration.status,
-                 instance_uuid=finding.instance_uuid)
-        return
-    previous = migration.status
-    migration.status = 'failed'
-    migration.save()
-    LOG.info('Evacuation %s to %s: migration set from %s to failed',
-             migration.uuid, finding.host, previous,
-             instance_uuid=finding.instance_uuid)
-    finding.done.append('set migration %s from %s to failed' % (
-        migration.uuid, previous))
+    if objects_base.NovaObject.indirection_api is None:
+        with db_api.get_context_manager(context).writer.using(context):
+            return bool(context.session.query(models.Migration).filter_by(
+                id=migration.id, deleted=0).filter(
+                models.Migration.status.in_(expected)).update(
+                {'status': status}, synchronize_session=False))
+    current = objects.Migration.get_by_id(context, migration.id)
+    if current.status not in expected:
+        return False
+    current.status = status
+    current.save()
+    return True
 
 
-def destroy(manager, context, finding, network_info, block_device_info):
-    instance = finding.instance
-    present = leftovers.guest_state(manager.driver, instance)
-    # Proof of ownership, taken now.
-    owns, why = ownership.proof(finding.entry)
-    path = ownership.instance_path(instance.uuid)
-    files = ownership.contents(path) if owns else {}
-    guest.destroy(manager.driver, context, instance, network_info,
-                  block_device_info, owns)
-    what = ('destroyed the %s guest' % present if present else
-            'no guest was defined; disconnected what spawn had connected')
-    if owns:
-        removed = 'removed %s: %d files, %d bytes' % (
-            path, len(files), sum(size or 0 for size in files.values()))
-    else:
-        removed = 'kept the instance files: %s' % why
-    LOG.info('Evacuation %s to %s: %s; %s', finding.migration_uuid,
-             finding.host, what, removed, instance=instance)
-    finding.done.append('%s; %s' % (what, removed))
+@utils.synchronized(resource_tracker.COMPUTE_RESOURCE_SEMAPHORE, fair=True)
+def finish(context, instance, migration):
+    """What nova's ``finish_evacuation`` left of one that moved it here.
 
-
-def unwind_volumes(manager, context, finding, network_info, block_device_info):
-    """This host's volume connections released."""
-    done, commands = unwind.unwind(manager, context, finding.instance,
-                                   finding.instance.host, finding.entry)
-    finding.done.extend(done)
-    finding.commands.extend(commands)
-
-
-def deallocate(manager, context, finding, network_info=None,
-               block_device_info=None):
-    remove = manager.reportclient.remove_provider_tree_from_instance_allocation
-    for rp, resources in sorted(finding.allocation_here.items()):
-        if not remove(context, finding.instance_uuid, rp):
-            raise exception.AllocationDeleteFailed(
-                consumer_uuid=finding.instance_uuid,
-                error='could not remove the allocation against %s' % rp)
-        LOG.info('Evacuation %s to %s: removed the allocation against %s '
-                 '(%s)', finding.migration_uuid, finding.host, rp,
-                 resources, instance_uuid=finding.instance_uuid)
-        finding.done.append('removed the allocation against %s' % rp)
-
-
-def drop_context(manager, context, finding, network_info,
-                 block_device_info):
-    """The migration context dropped, as nova's ``MoveClaim.abort`` does.
-
-    Only while it names the migration: the server is held, and a newer
-    move's context is another's.
+    The migration context dropped, the migration ``done``, under the
+    resource tracker's lock as nova does it: its periodic update never
+    sees the context gone and the migration in progress.
     """
-    instance = finding.instance
+    _drop_context(instance, migration)
+    if migration.status == 'pre-migrating' and set_status(
+            context, migration, ('pre-migrating',), 'done'):
+        LOG.info('Evacuation %s to %s: migration set to done',
+                 migration.uuid, instance.host, instance=instance)
+
+
+def _drop_context(instance, migration):
     if instance.migration_context is not None and (
-            instance.migration_context.migration_id == finding.migration.id):
+            instance.migration_context.migration_id == migration.id):
         instance.drop_migration_context()
-        finding.done.append('dropped the migration context')
+        return True
+    return False
 
 
-def record_fault(manager, context, finding, network_info,
-                 block_device_info):
-    """The fault: the evacuation's own error if it had one, or its death."""
-    error = finding.entry.error
-    compute_utils.add_instance_fault_from_exc(
-        context, finding.instance,
-        EvacuationFailedThenInterrupted(host=finding.host, error=error)
-        if error else EvacuationInterrupted(host=finding.host))
+class Ending(object):
+    """One evacuation to this host being ended.
 
-
-#: The steps that end an interrupted evacuation, in order: name, function,
-#: and whether the server must stay claimed when it fails.
-STEPS = (
-    ('migration', fail_migration, True),
-    ('destroy', destroy, True),
-    ('volumes', unwind_volumes, False),
-    ('allocation', deallocate, True),
-    ('context', drop_context, False),
-    ('fault', record_fault, False),
-)
-
-
-def release(manager, context, finding, classified):
-    """ERROR with no task state, if the task state is still ``classified``.
-
-    The last write: a compare-and-swap, so that an operator's action since
-    the instance was read is never overwritten.
+    :param record: writes the entry, after each step; raises if it could
+        not (the sweep), or logs it (the failure handler, which goes on
+        from memory)
+    :param made: the identity of the instance directory this process
+        created (:func:`nova_evac_cleanup.ownership.claim`)
+    :param network_info: and ``block_device_info``: what spawn was given;
+        None for what the database says (the instance's info cache, the
+        volumes the evacuation attached here)
     """
-    instance = finding.instance
-    previous = instance.vm_state
-    instance.vm_state = vm_states.ERROR
-    instance.task_state = None
-    try:
-        instance.save(expected_task_state=[classified])
-    except (exception.UnexpectedTaskStateError,
-            exception.InstanceNotFound) as error:
-        finding.kind = classification.RESET
-        finding.reason = 'changed while being ended: %s' % error
-        raise
-    LOG.warning('Evacuation %s to %s was interrupted by the death of its '
-                'compute service: instance set from %s/%s to ERROR on %s',
-                finding.migration_uuid, finding.host, previous, classified,
-                instance.host, instance=instance)
-    finding.done.append('set the instance from %s/%s to error/None' % (
-        previous, classified))
+
+    def __init__(self, manager, context, entry, record, made=None,
+                 network_info=None, block_device_info=None):
+        self.manager, self.context, self.entry = manager, context, entry
+        self.host = manager.host
+        self.record, self.made = record, made
+        self.network_info = network_info
+        self.block_device_info = block_device_info
+        #: what was done, and what failed: sentences
+        self.done, self.errors = [], []
+
+    def _log(self, text, *args, level='info', instance=None):
+        getattr(LOG, level)('Evacuation %s to %s: ' + text,
+                            self.entry.migration_uuid, self.host, *args,
+                            instance=instance,
+                            instance_uuid=self.entry.instance_uuid)
+
+    def _step(self, name, *args):
+        """Run step ``name``; record it done. Whether it succeeded."""
+        try:
+            fact = getattr(self, STEPS[name])(*args)
+        except Exception as error:
+            LOG.exception('Evacuation %s to %s (%s): ending it, %s failed',
+                          self.entry.migration_uuid, self.host,
+                          self.entry.error or 'interrupted', name,
+                          instance_uuid=self.entry.instance_uuid)
+            self.errors.append('%s: %s' % (name, error))
+            return False
+        if fact:
+            self._log('%s', fact)
+            self.done.append(fact)
+        self.entry.done.append(name)
+        self.record()
+        return True
+
+    # The steps: each returns what it did, or None.
+
+    def fail_migration(self, state):
+        if state.migration.status in rule.RUNNING and set_status(
+                self.context, state.migration, rule.RUNNING, 'failed'):
+            return 'migration set from %s to failed' % state.migration.status
+        return None
+
+    def destroy_guest(self, state, resources_known=True):
+        """The guest here destroyed; its disks only with proof, taken now.
+
+        Should the destroy fail, the guest is powered off
+        (:func:`nova_evac_cleanup.guest.destroy`) and kept: the step is
+        done; one that still runs fails it, and the next start tries again.
+        """
+        instance = state.instance
+        if not self.entry.spawned:
+            # Before spawn nothing here is its own.
+            return None
+        present = guest.state(self.manager.driver, instance)
+        owns, why = ownership.proof(self.entry, self.made)
+        network_info = self.network_info
+        if network_info is None:
+            network_info = instance.get_network_info()
+        try:
+            guest.destroy(self.manager.driver, self.context, instance,
+                          network_info, self.block_device_info or
+                          self._block_device_info(instance), owns,
+                          resources_known)
+        except Exception:
+            if guest.state(self.manager.driver, instance) == 'running':
+                raise
+            LOG.exception('Evacuation %s to %s (%s): could not destroy its '
+                          'guest; it is kept, powered off, and the next '
+                          'evacuation of the server here destroys it first',
+                          self.entry.migration_uuid, self.host,
+                          self.entry.error or 'interrupted',
+                          instance_uuid=self.entry.instance_uuid)
+            return 'kept the guest, powered off: it could not be destroyed'
+        return '%s; %s' % (
+            'destroyed the %s guest' % present if present else
+            'no guest was defined; disconnected what spawn connected',
+            'removed its disks (not on shared storage)' if owns else
+            'kept its disks: %s' % why)
+
+    def release_volumes(self, state):
+        """This host's connections of the volumes it attached, released.
+
+        Their attachments replaced by reserved ones, as nova's
+        ``revert_resize`` does on a resize's destination: the source
+        connects them for itself (:mod:`nova_evac_cleanup.giveback`).
+        """
+        if self.block_device_info is not None and not (
+                self.block_device_info.get('block_device_mapping')):
+            # Spawn was given no volume: none was connected here.
+            return None
+        bdms = made_here(self.entry, objects.BlockDeviceMappingList.
+                         get_by_instance_uuid(self.context,
+                                              self.entry.instance_uuid))
+        if not bdms:
+            return None
+        self.manager._terminate_volume_connections(
+            self.context, state.instance, bdms)
+        self._log('its volumes are reserved for the server; nova-evac-'
+                  'cleanup on %s connects them there again as it runs; '
+                  'without it, run: %s', state.instance.host, ' && '.join(
+                      runbook.refresh_volumes(
+                          state.instance.host, state.instance.uuid,
+                          [bdm.volume_id for bdm in bdms])),
+                  level='warning', instance=state.instance)
+        return 'released the connections of volumes %s here' % ', '.join(
+            bdm.volume_id for bdm in bdms)
+
+    def remove_allocation(self, state):
+        here = rule.allocations_here(self.manager, self.context,
+                                     self.entry.instance_uuid,
+                                     rule.nodes(self.context, self.host))
+        remove = (self.manager.reportclient.
+                  remove_provider_tree_from_instance_allocation)
+        for rp in sorted(here):
+            if not remove(self.context, self.entry.instance_uuid, rp):
+                raise exception.AllocationDeleteFailed(
+                    consumer_uuid=self.entry.instance_uuid,
+                    error='could not remove the allocation against %s' % rp)
+        if not here:
+            return None
+        return 'removed the allocation against %s' % ', '.join(sorted(here))
+
+    def drop_context(self, state):
+        if _drop_context(state.instance, state.migration):
+            return 'dropped the migration context'
+        return None
+
+    def record_fault(self, state):
+        if state.faulted:
+            return None
+        error = self.entry.error
+        add_fault(self.context, state.instance,
+                  EvacuationFailedThenInterrupted(host=self.host, error=error)
+                  if error else EvacuationInterrupted(host=self.host))
+        return 'recorded the fault'
+
+    # The ending.
+
+    def before_nova(self, instance):
+        """The failure handler, before nova's: the guest and the volumes.
+
+        While nova's claim still holds this host's resources (the guest
+        is destroyed as it was made) and the server is still in the
+        evacuation's task state. Never raises.
+        """
+        state = rule.State(instance, None, [])
+        if 'destroy' not in self.entry.done:
+            self._step('destroy', state)
+        if 'volumes' in self.entry.done:
+            return
+        # Proof that the evacuation is still the server's newest move.
+        try:
+            moves = rule.read(self.context, instance.uuid).moves
+        except Exception:
+            LOG.exception('Could not read the moves of %s', instance.uuid)
+            return
+        if moves and moves[0].id == self.entry.migration_id:
+            self._step('volumes', state)
+
+    def end(self, state):
+        """Hold the server, end it step by step, release it.
+
+        :param state: read after the verdict to end it
+        :returns: whether it was ended and the server released: the entry
+            is then ended (:func:`nova_evac_cleanup.leftovers.end`)
+        """
+        entry, instance = self.entry, state.instance
+        if entry.phase == journal.RELEASING:
+            # Only the release, or only the entry, was left.
+            return instance.task_state != rule.HOLD or self._release(
+                instance)
+        if entry.phase != journal.ENDING:
+            # Write-ahead: from here on, the task state is this host's.
+            entry.phase, entry.held_from = journal.ENDING, instance.task_state
+            self.record()
+        if not self._hold(instance):
+            return False
+        for name in STEPS:
+            if name in entry.done:
+                continue
+            state = rule.read(self.context, entry.instance_uuid,
+                              entry.migration_id)
+            if not rule.held(self.host, state):
+                self._log('changed while this host ended it (task state %s); '
+                          'left alone from here on',
+                          getattr(state.instance, 'task_state', None),
+                          level='warning')
+                return False
+            if not self._step(name, state) and name in REQUIRED:
+                self._log('the server stays in task state %s until the next '
+                          'start of nova-compute or nova-evac-cleanup audit '
+                          '--delete ends it', rule.HOLD, level='error')
+                return False
+        entry.phase = journal.RELEASING
+        self.record()
+        return self._release(state.instance)
+
+    def _save(self, instance, expected, task_state, **changes):
+        """The server's task state, a compare-and-swap; nothing else.
+
+        Saved through a copy that holds only what changes: the instance
+        read before may carry fields nova saves again whatever changed
+        (its migration context), which are a newer operation's by now.
+        """
+        changes['task_state'] = task_state
+        server = objects.Instance(context=self.context, uuid=instance.uuid)
+        server.obj_reset_changes()
+        server.update(changes)
+        server.save(expected_task_state=[expected])
+        instance.update(changes)
+
+    def _hold(self, instance):
+        """The server from the task state it was found in to the hold.
+
+        A compare-and-swap on the task state, which a newer evacuation
+        can share (nova's API sets ``rebuilding`` whatever the task
+        state): the evacuation is read again right after, and a hold
+        taken over a newer one's task state is given back at once.
+        """
+        found = self.entry.held_from
+        if instance.task_state == rule.HOLD:
+            return True
+        try:
+            self._save(instance, found, rule.HOLD)
+            state = rule.read(self.context, instance.uuid,
+                              self.entry.migration_id)
+            if not rule.held(self.host, state):
+                self._save(instance, rule.HOLD, found)
+                raise exception.UnexpectedTaskStateError(
+                    instance_uuid=instance.uuid, expected=found,
+                    actual='that of a newer operation')
+        except Exception as error:
+            self.errors.append('hold: %s' % error)
+            self._log('could not hold the server (%s); left alone', error,
+                      level='warning', instance=instance)
+            return False
+        self._log('holding the server in task state %s while it is ended',
+                  rule.HOLD, instance=instance)
+        return True
+
+    def _release(self, instance):
+        """ERROR with no task state, if it is still held: the last write."""
+        previous = instance.vm_state
+        try:
+            self._save(instance, rule.HOLD, None, vm_state=vm_states.ERROR)
+        except Exception as error:
+            self.errors.append('release: %s' % error)
+            self._log('could not release the server (%s)', error,
+                      level='warning', instance=instance)
+            return False
+        self.done.append('set the instance from %s/%s to error/None' % (
+            previous, rule.HOLD))
+        self._log('ended; the server is ERROR on %s', instance.host,
+                  level='warning', instance=instance)
+        return True
+
+    def _block_device_info(self, instance):
+        """The database's block device info of what spawn here was given.
+
+        Without the volumes the evacuation did not attach here: their
+        connection info is the source's.
+        """
+        info = self.manager._get_instance_block_device_info(
+            self.context, instance)
+        return dict(info, block_device_mapping=[
+            bdm for bdm in info['block_device_mapping']
+            if self.entry.spawned and _made(self.entry, bdm['volume_id'],
+                                            bdm['attachment_id'])])
+
+
+#: The steps after the hold, in order, by the names the entry records.
+STEPS = collections.OrderedDict([
+    ('migration', 'fail_migration'), ('destroy', 'destroy_guest'),
+    ('volumes', 'release_volumes'), ('allocation', 'remove_allocation'),
+    ('context', 'drop_context'), ('fault', 'record_fault')])
+#: Those whose failure keeps the hold: a running migration would make the
+#: source destroy its own guest as it starts, a connection left here be
+#: taken for the source's, an allocation left here fail the next
+#: evacuation here. A guest that could not be destroyed is powered off
+#: and kept: it refuses the next evacuation of the server here, which
+#: destroys it first (:mod:`nova_evac_cleanup.leftovers`).
+REQUIRED = ('migration', 'volumes', 'allocation')
+
+
+def add_fault(context, instance, error):
+    """``error`` as the instance's fault, with its traceback if it has one."""
+    compute_utils.add_instance_fault_from_exc(
+        context, instance, error, (type(error), error, error.__traceback__))
+
+
+def made_here(entry, bdms):
+    """The volume mappings whose attachment the evacuation replaced.
+
+    Those whose attachment is still the one ``entry.detached`` noted
+    before nova's ``detach_block_devices`` deleted it are the source's.
+    """
+    return [bdm for bdm in bdms if bdm.is_volume and
+            _made(entry, bdm.volume_id, bdm.attachment_id)]
+
+
+def _made(entry, volume_id, attachment_id):
+    return entry.detached.get(volume_id, attachment_id) != attachment_id

@@ -25,10 +25,14 @@ import os
 
 from oslo_log import log as logging
 
+from nova_evac_cleanup import ending
 from nova_evac_cleanup import journal
 from nova_evac_cleanup import leftovers
 from nova_evac_cleanup import nova_support
 from nova_evac_cleanup import ownership
+from nova_evac_cleanup import ports
+from nova_evac_cleanup import rule
+from nova_evac_cleanup import sweep
 
 LOG = logging.getLogger(__name__)
 
@@ -50,8 +54,6 @@ class Evacuation(object):
         #: None, then 'entered', 'returned' or 'raised': the driver's spawn
         self.spawn = None
         self.network_info = self.block_device_info = None
-        #: whether its failure was ended where it was seen (finish_evacuation)
-        self.ended = False
         #: whether a write of its entry failed (and was logged)
         self.unjournaled = False
         #: the error that failed it, as first seen here: the fault's
@@ -79,6 +81,116 @@ class Evacuation(object):
                           error, instance_uuid=entry.instance_uuid)
             self.unjournaled = True
 
+    def ending(self, manager):
+        """Its :class:`~nova_evac_cleanup.ending.Ending`, from memory."""
+        return ending.Ending(
+            manager, self.context, self.entry,
+            lambda: self.journal(durable=True), made=self.made,
+            network_info=self.network_info,
+            block_device_info=self.block_device_info)
+
+    # The failure handler: what the manager calls when it failed.
+
+    def failed(self, manager, instance, error):
+        """nova's rebuild code raised: the guest, before nova's handler.
+
+        While nova's claim still holds what the guest was made with. A
+        failure after spawn returned is read first: nova records the
+        instance here only once it returned, and the guest of an instance
+        that lives here is its own. Never raises.
+        """
+        self.error = error
+        self.journal()
+        if self.spawn not in ('raised', 'returned'):
+            return
+        if self.spawn == 'returned' and self._lives_here(manager, instance):
+            return
+        self.ending(manager).before_nova(instance)
+
+    def finish_failed(self, manager, instance, error):
+        """nova's ``finish_evacuation`` raised.
+
+        If it had recorded the instance here, the instance lives here:
+        what it left is finished. Otherwise the evacuation failed after
+        spawn: the instance is read again (nova's handler must not save
+        this host into it) and the guest destroyed before nova's handler
+        releases the server. Never raises.
+        """
+        self.error = error
+        self.journal()
+        if self._lives_here(manager, instance, finish=True):
+            return
+        try:
+            instance.refresh()
+        except Exception:
+            LOG.exception('Could not read the instance again',
+                          instance=instance)
+        self.ending(manager).before_nova(instance)
+
+    def _lives_here(self, manager, instance, finish=False):
+        """Whether the instance lives here; when in doubt, True.
+
+        The database says so; if it cannot be read, the guest is powered
+        off and left. An evacuation that failed after spawn returned has a
+        running guest here: left running while its source runs the server
+        again, it would be a second writer on its volumes and shared disks.
+
+        :param finish: end what nova's ``finish_evacuation`` left of one
+            that lives here
+        """
+        try:
+            state = rule.read(self.context, instance.uuid,
+                              self.entry.migration_id)
+        except Exception:
+            LOG.exception('Could not read the instance after its evacuation '
+                          'to %s failed: powering its guest off',
+                          self.entry.host, instance=instance)
+            try:
+                manager.driver.power_off(instance)
+            except Exception:
+                LOG.exception('Could not power off the guest either',
+                              instance=instance)
+            return True
+        current = state.instance
+        if current is None or current.host != self.entry.host:
+            return False
+        LOG.warning('Evacuation failed after the instance was recorded on '
+                    '%s (%s): it lives here', self.entry.host, self.error,
+                    instance=instance)
+        if finish:
+            ending.finish(self.context, current, state.migration)
+        return True
+
+    def after_nova(self, manager, instance, error):
+        """nova's handler of the failure returned: end what it left.
+
+        Through the one ending, on the rule's verdict: what nova's handler
+        did is found done. Should it have ended with another error than
+        the evacuation's, the evacuation's own is recorded as the fault.
+        Never raises.
+        """
+        if self.error is None:
+            self.error = error
+            self.journal()
+        # Never rebound from here: a dead source's agent refuses the binding.
+        ports.report_away(manager, self.context, instance,
+                          'evacuation to %s failed' % self.entry.host)
+        try:
+            if self.error is not error:
+                LOG.error('Ending the failed evacuation to %s failed: %s',
+                          self.entry.host, error, instance=instance)
+                ending.add_fault(self.context, instance, self.error)
+            finding = sweep.settle(
+                manager, self.context, self.entry,
+                rule.nodes(self.context, self.entry.host),
+                ending=self.ending(manager))
+            if finding.verdict.decision == rule.KEEP:
+                leftovers.end(manager.driver, self.entry, instance,
+                              self.made)
+        except Exception:
+            LOG.exception('Could not end the failed evacuation to %s',
+                          self.entry.host, instance=instance)
+
     def claim(self, instance):
         """Record nova's answer; create the directory if not shared.
 
@@ -88,29 +200,32 @@ class Evacuation(object):
         whatever happens. Never raises.
         """
         entry = self.entry
-        entry.shared_storage, entry.spawning = self.shared, True
+        entry.shared, entry.spawned = self.shared, True
         path = ownership.instance_path(instance.uuid)
-        if entry.shared_storage is False and os.path.lexists(path):
+        if entry.shared is False and os.path.lexists(path):
             LOG.warning('The instance directory %s exists although nova found '
                         'the files not on shared storage: they are kept',
                         path, instance=instance)
-            entry.shared_storage = None
-        keep = None
-        if entry.shared_storage is False:
+            entry.shared = None
+        if entry.shared is False:
             # On a nova that would delete the vTPM secret with the disks,
             # they are not the evacuation's to remove.
             keep = nova_support.vtpm_hazard(instance)
-            entry.claim = {'path': path, 'keep': keep} if keep else {
-                'path': path}
+            if keep:
+                LOG.warning('The disks of the evacuation to %s are kept '
+                            'whatever happens: %s', entry.host, keep,
+                            instance=instance)
+            else:
+                entry.claim = path
         self.journal(durable=True)
-        if entry.claim and not keep:
+        if entry.claim:
             try:
                 self.made = ownership.claim(entry)
             except Exception as error:
                 LOG.warning('Could not create the instance directory %s (%s):'
                             ' it is not the evacuation\'s', path, error,
                             instance=instance)
-                entry.claim, entry.shared_storage = None, None
+                entry.claim, entry.shared = None, None
                 self.journal()
 
     def end(self, driver, instance):
@@ -127,7 +242,7 @@ class Evacuation(object):
             return
         try:
             ownership.release(entry)
-            for other in journal.entries_of(entry.host, instance.uuid):
+            for other in journal.entries(entry.host, instance.uuid):
                 journal.remove(other)
         except OSError:
             LOG.exception('Could not remove the journal entries of %s, '

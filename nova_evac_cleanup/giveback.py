@@ -16,7 +16,7 @@
 
 nova's evacuation moves the server's volume attachments and port bindings
 to the destination before spawning, and nothing moves them back when it
-fails (the destination's cleanup, :mod:`~nova_evac_cleanup.unwind`, leaves
+fails (the destination's cleanup, :mod:`~nova_evac_cleanup.ending`, leaves
 the attachments reserved and binds no port to a dead source). The source
 takes them back (:func:`give_back_all`) as its nova-compute starts, before
 nova's ``init_host`` touches a guest, and every :data:`SPACING` seconds

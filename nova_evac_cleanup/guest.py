@@ -35,6 +35,8 @@ releases nothing it cannot name, rather than the source host's CPUs or
 vPMEMs.
 """
 
+from nova.compute import power_state
+from nova import exception
 from nova.objects import instance as instance_obj
 from oslo_log import log as logging
 from oslo_utils import excutils
@@ -98,3 +100,14 @@ def destroy(driver, context, instance, network_info, block_device_info,
             except Exception:
                 LOG.exception('Could not power off the guest either',
                               instance=instance)
+
+
+def state(driver, instance):
+    """None, ``'running'`` or ``'defined'``: the guest on this host."""
+    try:
+        if not driver.instance_exists(instance):
+            return None
+        running = driver.get_info(instance).state == power_state.RUNNING
+    except exception.InstanceNotFound:
+        return None
+    return 'running' if running else 'defined'

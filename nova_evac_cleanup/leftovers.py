@@ -40,11 +40,12 @@ entry goes, once nothing of the evacuation is left.
 from nova import exception
 from oslo_log import log as logging
 
+from nova_evac_cleanup import ending
 from nova_evac_cleanup import guest
 from nova_evac_cleanup import journal
 from nova_evac_cleanup import ownership
+from nova_evac_cleanup import rule
 from nova_evac_cleanup import runbook
-from nova_evac_cleanup import unwind
 
 LOG = logging.getLogger(__name__)
 
@@ -60,95 +61,68 @@ class EvacuationLeftoverKept(exception.NovaException):
                'on %(host)s: %(commands)s')
 
 
-def guest_state(driver, instance):
-    """None, ``'running'`` or ``'defined'``: the guest on this host."""
-    from nova.compute import power_state
-
-    try:
-        if not driver.instance_exists(instance):
-            return None
-        state = driver.get_info(instance).state
-    except exception.InstanceNotFound:
-        return None
-    return 'running' if state == power_state.RUNNING else 'defined'
-
-
 def left_here(driver, entry, instance):
-    """What of ``entry``'s evacuation is on this host, besides placement.
+    """The guest and the files (with their sizes) of ``entry`` here.
 
-    :returns: ``(guest, files)``: :func:`guest`, and the files of the
-        instance directory with their sizes
+    Files are the evacuation's only if it got as far as spawning and did
+    not find them on shared storage: before, what is in the directory is
+    another's; on shared storage, the server's own, which the next
+    evacuation uses.
+
     :raises OSError: if the instance directory cannot be read
     """
-    path = ownership.instance_path(entry.instance_uuid)
-    return guest_state(driver, instance), ownership.contents(path)
-
-
-def kept_reason(entry, guest_left, files, made=None):
-    """Why what is left of ``entry`` is kept, or None if nothing is.
-
-    Files are the evacuation's leftovers only if it got as far as
-    spawning: before, it made none, and what is in the directory is
-    another's (on a shared instance directory, the server's own disks).
-    """
-    if guest_left:
-        return 'its %s guest could not be destroyed' % guest_left
-    if not files or not entry.spawning:
-        return None
-    if entry.shared_storage:
-        return ('the server\'s own files: nova found them on shared storage '
-                'before spawn')
-    return 'its files: %s' % ownership.proof(entry, made)[1]
+    files = ownership.contents(ownership.instance_path(entry.instance_uuid))
+    if entry.shared or not entry.spawned:
+        files = {}
+    return guest.state(driver, instance), files
 
 
 def end(driver, entry, instance, made=None):
     """The evacuation of ``entry`` ended without the instance here.
 
-    Removes its journal entry if nothing of it is left, or records why
-    what is left is kept. Never raises: on an error the entry stays as it
-    is, which keeps everything.
+    Removes its journal entry if nothing of it is left, or records it as
+    kept. Never raises: on an error the entry stays as it is, which keeps
+    everything.
 
     :param made: see :func:`nova_evac_cleanup.ownership.proof`
-
-    :returns: the reason it was kept, or None
+    :returns: whether something of it is kept
     """
     try:
-        if not ownership.remove_if_empty(entry, made):
-            LOG.debug('The instance directory of evacuation %s holds '
-                      'files', entry.migration_uuid)
+        ownership.remove_if_empty(entry, made)
         guest_left, files = left_here(driver, entry, instance)
-        reason = kept_reason(entry, guest_left, files, made)
-        if reason is None:
+        shared_files = entry.shared and entry.spawned and (
+            ownership.contents(ownership.instance_path(instance.uuid)))
+        if not (guest_left or files or shared_files):
             journal.remove(entry)
-            return None
-        entry.kept = reason
+            return False
+        entry.phase = journal.KEPT
         journal.write(entry)
     except Exception:
         LOG.exception('Could not record the end of evacuation %s to %s: its '
                       'journal entry is kept as it was', entry.migration_uuid,
                       entry.host, instance_uuid=entry.instance_uuid)
-        return 'unknown'
+        return True
     if guest_left:
-        LOG.warning('Evacuation %s to %s ended and keeps %s; the next '
-                    'evacuation of the server to %s destroys it first',
-                    entry.migration_uuid, entry.host, reason, entry.host,
+        LOG.warning('Evacuation %s to %s ended and keeps its %s guest; the '
+                    'next evacuation of the server to %s destroys it first',
+                    entry.migration_uuid, entry.host, guest_left, entry.host,
                     instance_uuid=entry.instance_uuid)
-    elif not entry.shared_storage:
-        LOG.warning('Evacuation %s to %s ended and keeps %s; the next '
-                    'evacuation of the server to %s is refused until it is '
-                    'removed by hand', entry.migration_uuid, entry.host,
-                    reason, entry.host, instance_uuid=entry.instance_uuid)
-    return reason
+    elif files:
+        LOG.warning('Evacuation %s to %s ended and keeps its files: %s; the '
+                    'next evacuation of the server to %s is refused until '
+                    'they are removed by hand', entry.migration_uuid,
+                    entry.host, ownership.proof(entry, made)[1], entry.host,
+                    instance_uuid=entry.instance_uuid)
+    return True
 
 
 def commands(entry, instance, guest_left, files):
     """The runbook's commands that clear a kept leftover of ``entry``."""
-    path = ownership.instance_path(entry.instance_uuid)
     steps = runbook.cleanup_steps(
         entry.host, entry.instance_uuid, instance.name, guest=guest_left,
-        instance_dir=path if files else None,
-        shared_with=(instance.host if entry.shared_storage is None
-                     else None))
+        instance_dir=(ownership.instance_path(entry.instance_uuid)
+                      if files else None),
+        shared_with=instance.host if entry.shared is None else None)
     return [step.command for step in steps]
 
 
@@ -157,75 +131,61 @@ def clear_or_refuse(manager, context, instance, migration_uuid):
 
     Called by the next evacuation of the server to this host, which holds
     the server, before anything is created here. A guest an earlier
-    evacuation of it left here (its destroy failed) is the evacuation's
-    own: the instance is not hosted here, and nova would fail with
-    ``InstanceExists``. It is destroyed now, its disks with it only with
-    proof, taken now, that their directory is that evacuation's
-    (:func:`nova_evac_cleanup.ownership.proof`). Files without that proof
-    refuse the evacuation. Entries nothing is left of are forgotten.
+    evacuation of it left here (its destroy failed) is that evacuation's
+    own: it is destroyed now, by the ending's own step, its disks with it
+    only with proof, taken now, that their directory is that evacuation's.
+    Files without that proof refuse the evacuation, and so does what
+    cannot be read: when in doubt, keep and refuse. Entries nothing is
+    left of are forgotten.
 
     :param migration_uuid: the evacuation's own migration, whose entry is
         not an earlier one's
-
-    :raises EvacuationLeftoverKept: files of an earlier evacuation that did
-        not find them on shared storage are still here, not proven its own
-    :raises OSError: the journal or the instance directory cannot be read
+    :raises EvacuationLeftoverKept: what an earlier evacuation left is
+        still here, or cannot be read
     """
     host = manager.host
-    for entry in journal.entries_of(host, instance.uuid):
-        if entry.migration_uuid == migration_uuid:
-            # The evacuation itself, journaled as it began.
-            continue
-        guest_left, files = _left_unshared(manager.driver, entry, instance)
-        owned, _why = ownership.proof(entry)
-        if guest_left or (files and owned):
-            _clear(manager, context, entry, instance, owned)
-            guest_left, files = _left_unshared(manager.driver, entry,
-                                               instance)
-        if not (guest_left or files):
-            if entry.kept or entry.ending:
-                LOG.info('What evacuation %s left on %s is gone: '
-                         'forgotten', entry.migration_uuid, host,
-                         instance=instance)
-                journal.remove(entry)
-            continue
-        leftover = ' and '.join(filter(None, [
-            guest_left and 'a %s guest' % guest_left,
-            files and ownership.instance_path(instance.uuid)]))
-        raise EvacuationLeftoverKept(
-            host=host, leftover=leftover, migration=entry.migration_uuid,
-            commands='; '.join(commands(entry, instance, guest_left, files)))
-
-
-def _left_unshared(driver, entry, instance):
-    guest_left, files = left_here(driver, entry, instance)
-    if entry.shared_storage or not entry.spawning:
-        # The server's own files, which the evacuation uses, or files of
-        # another: that evacuation never got as far as spawning.
-        files = {}
-    return guest_left, files
-
-
-def _clear(manager, context, entry, instance, owned):
-    """Destroy the guest an earlier evacuation of ``instance`` left here.
-
-    Its volume connections are those of the mappings that evacuation
-    attached here and spawned with (:func:`unwind.block_device_info`).
-    The resources its claim had are gone with the claim: the driver is
-    given none.
-    """
-    LOG.warning('Evacuation %s left a guest on %s: destroying it (%s) '
-                'before evacuating the server here again',
-                entry.migration_uuid, manager.host,
-                'and its disks, which it created' if owned else
-                'keeping its files', instance=instance)
     try:
-        guest.destroy(manager.driver, context, instance,
-                      instance.get_network_info(),
-                      unwind.block_device_info(manager, context,
-                                               instance, entry),
-                      destroy_disks=owned, resources_known=False)
-    except Exception:
-        LOG.exception('Could not destroy what evacuation %s left on %s',
-                      entry.migration_uuid, manager.host,
-                      instance=instance)
+        for entry in journal.entries(host, instance.uuid):
+            if entry.migration_uuid != migration_uuid:
+                _clear(manager, context, instance, entry)
+    except OSError as error:
+        problem = journal.problem(host)
+        if problem:
+            # No journal: nothing could have been kept with a record.
+            LOG.error('Evacuation to %s: no journal to refuse kept '
+                      'leftovers by (%s)', host, problem, instance=instance)
+            return
+        raise EvacuationLeftoverKept(
+            host=host, leftover='what earlier evacuations left (%s)' % error,
+            migration='-', commands='nova-evac-cleanup audit')
+
+
+def _clear(manager, context, instance, entry):
+    guest_left, files = left_here(manager.driver, entry, instance)
+    owned, _why = ownership.proof(entry)
+    if guest_left or (files and owned):
+        LOG.warning('Evacuation %s left a guest on %s: destroying it (%s) '
+                    'before evacuating the server here again',
+                    entry.migration_uuid, manager.host,
+                    'and its disks, which it created' if owned else
+                    'keeping its files', instance=instance)
+        try:
+            # The resources its claim had are gone with the claim.
+            ending.Ending(manager, context, entry, lambda: None).destroy_guest(
+                rule.State(instance, None, []), resources_known=False)
+        except Exception:
+            LOG.exception('Could not destroy what evacuation %s left on %s',
+                          entry.migration_uuid, manager.host,
+                          instance=instance)
+        guest_left, files = left_here(manager.driver, entry, instance)
+    if guest_left or files:
+        raise EvacuationLeftoverKept(
+            host=manager.host, migration=entry.migration_uuid,
+            leftover=' and '.join(filter(None, [
+                guest_left and 'a %s guest' % guest_left,
+                files and ownership.instance_path(instance.uuid)])),
+            commands='; '.join(commands(entry, instance, guest_left, files)))
+    if entry.phase in (journal.KEPT, journal.ENDING, journal.RELEASING):
+        LOG.info('What evacuation %s left on %s is gone: forgotten',
+                 entry.migration_uuid, manager.host, instance=instance)
+        journal.remove(entry)

@@ -26,14 +26,12 @@ and boots the stale, partial disk.
 spawn. It hooks around nova's own methods and watches two of the calls
 nova makes (the driver's ``spawn``, the resource tracker's
 ``finish_evacuation``): nova still runs every line of its rebuild code, so
-fixes nova makes there are kept. Each action is one module:
-:mod:`~nova_evac_cleanup.ownership` (the disks' proof),
-:mod:`~nova_evac_cleanup.guest` (the destroy),
-:mod:`~nova_evac_cleanup.unwind` (the volume connections),
-:mod:`~nova_evac_cleanup.leftovers` (what is kept, and refused),
-:mod:`~nova_evac_cleanup.finish` (a half-done ``finish_evacuation``),
-:mod:`~nova_evac_cleanup.journal` and :mod:`~nova_evac_cleanup.sweep` (the
-recovery of an evacuation this host's death cut).
+fixes nova makes there are kept. What it knows of a running evacuation is
+:mod:`~nova_evac_cleanup.evacuation`; every evacuation that did not move
+the server here ends through :mod:`~nova_evac_cleanup.ending`, on the
+verdict of :mod:`~nova_evac_cleanup.rule`, whether it failed here, was cut
+by this host's death (:mod:`~nova_evac_cleanup.sweep`) or left what the
+next one must clear first (:mod:`~nova_evac_cleanup.leftovers`).
 """
 
 import functools
@@ -47,8 +45,6 @@ from oslo_utils import excutils
 
 from nova_evac_cleanup import conf
 from nova_evac_cleanup import evacuation as evacuations
-from nova_evac_cleanup import failure
-from nova_evac_cleanup import finish
 from nova_evac_cleanup import giveback
 from nova_evac_cleanup import host_lock
 from nova_evac_cleanup import journal
@@ -218,8 +214,7 @@ class EvacuateCleanupMixin(object):
             return real(instance, *args, **kwargs)
         except Exception as error:
             with excutils.save_and_reraise_exception():
-                evacuation.error, evacuation.ended = error, True
-                finish.end_unrecorded(self, instance, evacuation, error)
+                evacuation.finish_failed(self, instance, error)
 
     # The evacuation.
 
@@ -256,7 +251,7 @@ class EvacuateCleanupMixin(object):
         except Exception as raised:
             # nova's expected errors come wrapped for its RPC server.
             error = getattr(raised, 'exc_info', (None, raised))[1]
-            failure.after_nova(self, context, instance, evacuation, error)
+            evacuation.after_nova(self, instance, error)
             if evacuation.error not in (None, error):
                 # Never another error than the one that failed it.
                 raise evacuation.error
@@ -288,7 +283,10 @@ class EvacuateCleanupMixin(object):
         once, and handed to nova as ``on_shared_storage``: nova asks its
         driver too and fails the evacuation before anything is created if
         the two differ (a flapping share). An admin's ``onSharedStorage``
-        is passed on as it came: nova checks it the same way.
+        is passed on as it came: nova checks it the same way. A spawn that
+        failed, or an evacuation that failed after it, has its guest
+        destroyed before nova's handler runs, while nova's claim still
+        holds what it was made with.
         """
         evacuation = self._evacuations.get(instance.uuid)
         named = nova_support.named('_do_rebuild_instance',
@@ -299,26 +297,14 @@ class EvacuateCleanupMixin(object):
         try:
             leftovers.clear_or_refuse(self, context, instance,
                                       evacuation.entry.migration_uuid)
-        except OSError:
-            LOG.exception('Could not read what earlier evacuations left on '
-                          '%s', self.host, instance=instance)
-        if named['on_shared_storage'] is None:
-            named['on_shared_storage'] = self.driver.instance_on_disk(
-                instance)
-        evacuation.shared = named['on_shared_storage']
-        try:
+            if named['on_shared_storage'] is None:
+                named['on_shared_storage'] = self.driver.instance_on_disk(
+                    instance)
+            evacuation.shared = named['on_shared_storage']
             return super()._do_rebuild_instance(**named)
         except Exception as error:
             with excutils.save_and_reraise_exception():
-                if evacuation.ended:
-                    return
-                evacuation.error = error
-                evacuation.journal()
-                if evacuation.spawn == 'raised':
-                    failure.destroy(self, context, instance, evacuation)
-                elif evacuation.spawn == 'returned':
-                    failure.destroy_after_spawn(self, context, instance,
-                                                evacuation)
+                evacuation.failed(self, instance, error)
 
 
 class ComputeManager(EvacuateCleanupMixin, nova_manager.ComputeManager):

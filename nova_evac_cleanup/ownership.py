@@ -41,6 +41,7 @@ import os
 
 from nova import objects
 from oslo_log import log as logging
+from oslo_utils import fileutils
 
 from nova_evac_cleanup import journal
 
@@ -86,9 +87,9 @@ def claim(entry):
         evacuation's
     :raises OSError: it could not be created
     """
-    path = entry.claim['path']
+    path = entry.claim
     parent = os.path.dirname(path)
-    os.makedirs(parent, exist_ok=True)
+    fileutils.ensure_tree(parent)
     os.mkdir(path)
     journal.fsync_directory(parent)
     made = identity(path)
@@ -104,10 +105,7 @@ def claim(entry):
         LOG.error('Could not mark %s as the directory of evacuation %s (%s): '
                   'only this process knows it is its own', path,
                   entry.migration_uuid, error)
-        try:
-            os.unlink(os.path.join(path, MARKER))
-        except OSError:
-            pass
+        fileutils.delete_if_exists(os.path.join(path, MARKER))
     return made
 
 
@@ -126,20 +124,16 @@ def proof(entry, made=None):
         proof when the marker could not be written
     :returns: ``(True, None)``, or ``(False, reason)``
     """
-    if entry.shared_storage is not False:
+    if entry.shared is not False:
         return False, ('the evacuation did not find the files to be off '
                        'shared storage before spawn (%s)' % (
-                           'shared' if entry.shared_storage else 'unknown'))
-    claimed = entry.claim or {}
-    if not claimed.get('path'):
-        return False, ('the instance directory was not created by the '
-                       'evacuation (it existed before spawn)')
-    if claimed.get('keep'):
-        return False, claimed['keep']
+                           'shared' if entry.shared else 'unknown'))
+    if not entry.claim:
+        return False, 'the evacuation did not create the instance directory'
     path = instance_path(entry.instance_uuid)
-    if path != claimed['path']:
+    if path != entry.claim:
         return False, 'the instance directory is now %s, not %s' % (
-            path, claimed['path'])
+            path, entry.claim)
     try:
         current = identity(path)
     except OSError as error:
@@ -171,14 +165,9 @@ def release(entry):
 
     :raises OSError: if the marker could not be removed
     """
-    path = (entry.claim or {}).get('path')
-    if not path:
-        return
-    try:
-        os.unlink(os.path.join(path, MARKER))
-    except FileNotFoundError:
-        return
-    journal.fsync_directory(path)
+    if entry.claim and os.path.lexists(os.path.join(entry.claim, MARKER)):
+        os.unlink(os.path.join(entry.claim, MARKER))
+        journal.fsync_directory(entry.claim)
 
 
 def remove_if_empty(entry, made=None):
@@ -191,7 +180,7 @@ def remove_if_empty(entry, made=None):
     :returns: True if no directory of the claim is left
     :raises OSError: if it could not be read or removed
     """
-    path = (entry.claim or {}).get('path')
+    path = entry.claim
     if not path:
         return True
     try:
@@ -211,7 +200,7 @@ def remove_if_empty(entry, made=None):
 
 
 def contents(path):
-    """The files at the top of ``path`` with their sizes, without a walk.
+    """The files at the top of ``path`` with their sizes, but the marker.
 
     The libvirt driver keeps an instance's files flat in its directory; one
     ``scandir`` of that directory is all that is read.
@@ -222,6 +211,8 @@ def contents(path):
     try:
         with os.scandir(path) as listing:
             for item in listing:
+                if item.name == MARKER:
+                    continue
                 try:
                     result[item.name] = item.stat(
                         follow_symlinks=False).st_size

@@ -12,36 +12,67 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""The start-up sweep: what this host finds of its evacuations, and settles.
+"""The verdict on each evacuation this host journaled, turned into action.
 
 At start-up, after nova's own ``init_host`` and before the host takes
 requests, ``[evacuate_cleanup] sweep_on_start`` decides: ``clean`` settles
-each evacuation this host journaled and did not finish (:func:`settle`:
-ended by :func:`nova_evac_cleanup.recovery.recover`, or its journal entry
-forgotten when nothing of it needs a record), ``report`` only logs, ``off``
-does nothing. ``nova-evac-cleanup audit --delete`` settles through the same
-:func:`settle`. What is only reported is logged with the commands an
-operator would run.
+each evacuation this host journaled (:func:`settle`), ``report`` only logs,
+``off`` does nothing. ``nova-evac-cleanup audit --delete`` and the failure
+handler, once nova's own handler returned, settle through the same
+:func:`settle`: the rule's verdict (:mod:`nova_evac_cleanup.rule`) read
+then, and one action for it: the ending (:mod:`nova_evac_cleanup.ending`)
+then the entry's end (:mod:`nova_evac_cleanup.leftovers`), the entry
+forgotten, or nothing but a report.
 """
 
+from nova.compute import task_states
 from nova import objects
 from oslo_config import cfg
 from oslo_log import log as logging
 
-from nova_evac_cleanup import classification
-from nova_evac_cleanup import ending
-from nova_evac_cleanup import findings
-from nova_evac_cleanup import finish
+from nova_evac_cleanup import ending as endings
 from nova_evac_cleanup import journal
+from nova_evac_cleanup import leftovers
 from nova_evac_cleanup import ownership
-from nova_evac_cleanup import recovery
+from nova_evac_cleanup import ports
+from nova_evac_cleanup import rule
+from nova_evac_cleanup import runbook
 
 CONF = cfg.CONF
 LOG = logging.getLogger(__name__)
 
 
+class Finding(object):
+    """One evacuation to this host: what is known of it, and what was done.
+
+    :param entry: this host's journal entry, None for what only the
+        database shows (never acted on)
+    """
+
+    def __init__(self, host, entry, state, left, verdict):
+        self.host, self.entry, self.state = host, entry, state
+        self.left, self.verdict = left, verdict
+        #: what was done and what failed, as sentences
+        self.done, self.errors = [], []
+        #: whether the ending released the server
+        self.ended = False
+
+
+def examine(manager, context, host_nodes, entry=None, instance_uuid=None,
+            migration_id=None):
+    """A :class:`Finding`: the state read, what is left here, the verdict."""
+    uuid = instance_uuid or entry.instance_uuid
+    state = rule.read(context, uuid,
+                      entry.migration_id if entry else migration_id)
+    # A deleted instance is looked for here by its uuid.
+    left = rule.left_here(manager, context, state.instance or
+                          objects.Instance(uuid=uuid), entry, host_nodes)
+    return Finding(manager.host, entry, state, left,
+                   rule.decide(manager.host, entry, state, left))
+
+
 def sweep(manager, context, mode):
-    """Find, log and, with ``mode`` ``clean``, end interrupted evacuations.
+    """Find, log and, with ``mode`` ``clean``, settle what was journaled.
 
     With ``report``, nothing is written anywhere. Never raises: a failure
     is logged and the compute service starts.
@@ -56,118 +87,136 @@ def sweep(manager, context, mode):
                  'only reports')
         mode = 'report'
     try:
-        found, examined = findings.find(manager, context)
+        entries = journal.entries(manager.host)
+        host_nodes = rule.nodes(context, manager.host) if entries else []
     except Exception:
         LOG.exception('Could not look for interrupted evacuations to %s',
                       manager.host)
         return []
-    if not found:
-        LOG.info('No interrupted evacuation to %s: examined %d journal '
-                 'entries', manager.host, examined)
-    for finding in found:
+    if not entries:
+        LOG.info('No interrupted evacuation to %s', manager.host)
+    found = []
+    for entry in entries:
         try:
-            _sweep_one(manager, context, finding, mode)
+            found.append(settle(manager, context, entry, host_nodes,
+                                act=mode == 'clean'))
         except Exception:
             LOG.exception('Could not deal with evacuation %s to %s',
-                          finding.migration_uuid, manager.host,
-                          instance_uuid=finding.instance_uuid)
+                          entry.migration_uuid, manager.host,
+                          instance_uuid=entry.instance_uuid)
     return found
 
 
-def forget(manager, context, finding):
+def settle(manager, context, entry, host_nodes, act=True, ending=None):
+    """Read, decide and, with ``act``, do what the verdict says.
+
+    :param ending: the :class:`~nova_evac_cleanup.ending.Ending` to end it
+        with; by default one that journals each step durably
+    :returns: the :class:`Finding`
+    """
+    finding = examine(manager, context, host_nodes, entry)
+    decision, state = finding.verdict.decision, finding.state
+    if act and decision == rule.END:
+        ending = ending or endings.Ending(
+            manager, context, entry,
+            lambda: journal.write(entry, durable=True))
+        try:
+            finding.ended = ending.end(state)
+        finally:
+            finding.done, finding.errors = ending.done, ending.errors
+        if finding.ended:
+            leftovers.end(manager.driver, entry, state.instance,
+                          ending.made)
+            ports.report_away(manager, context, state.instance,
+                              'evacuation to %s ended' % manager.host)
+            _report_missing_allocation(manager, context, entry)
+        return finding
+    if act and decision == rule.FORGET:
+        forget(context, entry, state)
+        return finding
+    _log(finding, act)
+    return finding
+
+
+def forget(context, entry, state):
     """Remove the journal entry of an evacuation that needs no record.
 
-    The instance lives here (its directory is its own: the marker goes
-    too), or nothing of the evacuation is left on this host. A shared
-    directory's files keep the entry: it tells the audit they are the
-    server's own.
-
-    :returns: True if the entry was removed
+    Nothing of it is left here, or the instance lives here: its directory
+    is its own (the marker goes), and what nova's ``finish_evacuation``
+    left is done (this host may have died in it).
     """
-    entry = finding.entry
-    if entry is None:
-        return False
-    if finding.kind == classification.LIVES_HERE:
-        # This host may have died between nova's save of the instance here
-        # and the end of finish_evacuation.
-        finding.done.extend(finish.finish_recorded(
-            context, finding.instance_uuid, entry.migration_id))
+    instance = state.instance
+    if instance is not None and instance.host == entry.host:
+        endings.finish(context, instance, state.migration)
         ownership.release(entry)
-    elif finding.guest or finding.files or finding.allocation_here:
-        return False
+    else:
+        # The directory it made, if only its marker is left in it.
+        ownership.remove_if_empty(entry)
     journal.remove(entry)
-    LOG.info('Evacuation %s to %s: %s; nothing of it needs a record here '
-             'any more: forgotten', finding.migration_uuid, manager.host,
-             finding.reason, instance_uuid=finding.instance_uuid)
-    return True
+    LOG.info('Evacuation %s to %s: nothing of it needs a record here any '
+             'more: forgotten', entry.migration_uuid, entry.host,
+             instance_uuid=entry.instance_uuid)
 
 
-def settle(manager, context, finding):
-    """What ``clean`` does with one finding: end it, or forget it.
+def _report_missing_allocation(manager, context, entry):
+    """Say how to heal the instance's allocation if none is left.
 
-    :returns: True if it was ended or forgotten
+    A source that came back first removed its own, taking the evacuation
+    for done. Only ``nova-manage placement heal_allocations`` knows every
+    resource an instance consumes; it needs the API database.
     """
-    if finding.kind in (classification.INTERRUPTED, classification.ENDED):
-        return recovery.recover(manager, context, finding)
-    if finding.kind == classification.FAILED and finding.entry:
-        # nova's handler failed the migration, then this host died before
-        # it removed this host's allocation or recorded the fault (the
-        # source may have put the server into ERROR since): what it had
-        # left to do.
-        try:
-            if finding.allocation_here and not finding.guest:
-                ending.deallocate(manager, context, finding)
-                finding.allocation_here = {}
-            if finding.entry.error and not _fault_since(context, finding):
-                ending.record_fault(manager, context, finding, None, None)
-        except Exception as error:
-            LOG.exception('Could not end the failed evacuation %s to %s',
-                          finding.migration_uuid, manager.host,
-                          instance_uuid=finding.instance_uuid)
-            finding.errors.append('failed: %s' % error)
-            return False
-    return forget(manager, context, finding)
-
-
-def _fault_since(context, finding):
-    """Whether the instance has a fault from the evacuation on."""
-    fault = objects.InstanceFault.get_latest_for_instance(
-        context, finding.instance_uuid)
-    return fault is not None and (
-        fault.created_at >= finding.migration.created_at)
-
-
-def _sweep_one(manager, context, finding, mode):
-    if mode == 'clean' and settle(manager, context, finding):
+    try:
+        if manager.reportclient.get_allocs_for_consumer(
+                context, entry.instance_uuid).get('allocations'):
+            return
+    except Exception:
+        LOG.exception('Could not read the allocations of %s',
+                      entry.instance_uuid)
         return
-    if finding.ended:
-        return
-    if finding.kind == classification.INTERRUPTED:
-        LOG.warning('Evacuation %s to %s is interrupted; %s: %s',
-                    finding.migration_uuid, manager.host,
-                    'ending it failed, the next start goes on'
-                    if mode == 'clean' else 'sweep_on_start=clean would',
-                    '; '.join(finding.errors if mode == 'clean'
-                              else finding.actions),
-                    instance_uuid=finding.instance_uuid)
-        return
-    if not (finding.left_here() or finding.refuses_evacuations()):
-        return
-    LOG.warning('Evacuation %s to %s left %s here, kept: %s (%s).%s By hand, '
-                'once checked: %s', finding.migration_uuid, manager.host,
-                _summary(finding), finding.reason, finding.kind,
-                ' It refuses the next evacuation of the server to %s.' %
-                manager.host if finding.refuses_evacuations() else '',
-                ' && '.join(finding.commands) or 'nothing to do',
-                instance_uuid=finding.instance_uuid)
+    LOG.warning('Evacuation %s to %s: the instance has no allocation left; '
+                'run: %s', entry.migration_uuid, entry.host,
+                runbook.heal_allocations(entry.instance_uuid).command,
+                instance_uuid=entry.instance_uuid)
 
 
-def _summary(finding):
+def commands(finding):
+    """What an operator would run to end what a finding kept here."""
+    instance, left, entry = finding.state.instance, finding.left, finding.entry
+    if instance is None or instance.deleted or (
+            finding.verdict.decision == rule.FORGET):
+        return []
+    shared = entry is not None and entry.shared
+    steps = runbook.cleanup_steps(
+        finding.host, instance.uuid, instance.name,
+        task_stuck=instance.task_state in task_states.rebuild_states,
+        guest=left.guest,
+        instance_dir=(ownership.instance_path(instance.uuid)
+                      if left.files and not shared else None),
+        shared_with=instance.host, providers=left.allocations)
+    return [step.command for step in steps]
+
+
+def _log(finding, act):
+    verdict, entry = finding.verdict, finding.entry
+    if verdict.decision == rule.END:
+        LOG.warning('Evacuation %s to %s is interrupted (%s); '
+                    'sweep_on_start=clean would end it', entry.migration_uuid,
+                    finding.host, verdict.reason,
+                    instance_uuid=entry.instance_uuid)
+    elif verdict.decision == rule.KEEP:
+        LOG.warning('Evacuation %s to %s left %s here, kept: %s (%s). By '
+                    'hand, once checked: %s', entry.migration_uuid,
+                    finding.host, _summary(finding.left), verdict.reason,
+                    verdict.kind, ' && '.join(commands(finding)) or
+                    'nothing to do', instance_uuid=entry.instance_uuid)
+
+
+def _summary(left):
     parts = []
-    if finding.guest:
-        parts.append('a %s guest' % finding.guest)
-    if finding.files:
-        parts.append('%d files' % len(finding.files))
-    if finding.allocation_here:
+    if left.guest:
+        parts.append('a %s guest' % left.guest)
+    if left.files:
+        parts.append('%d files' % len(left.files))
+    if left.allocations:
         parts.append('an allocation')
     return ', '.join(parts) or 'nothing'

@@ -60,7 +60,6 @@ from nova.scheduler.client import report
 from nova.volume import cinder
 
 from nova_evac_cleanup import journal
-from nova_evac_cleanup import recovery
 from tests.harness import fake_libvirt
 
 
@@ -73,6 +72,8 @@ def _optional(name):
 
 
 ownership = _optional('nova_evac_cleanup.ownership')
+#: Where the sweep and the audit lived before they moved.
+recovery = _optional('nova_evac_cleanup.recovery')
 
 RAISE = 'raise'
 DIE = 'die'

@@ -48,6 +48,7 @@ from nova import context as nova_context
 from nova import objects
 from nova.scheduler.client import report
 
+from nova_evac_cleanup import journal
 from tests.functional import test_interrupted_evacuation as interrupted
 from tests.harness import fake_libvirt
 
@@ -94,9 +95,28 @@ class _ResumeTest(interrupted._InterruptedEvacuationTest):
             call_then_die))
         return died
 
-    def _start_dest_and_die(self, point):
+    def _die_before_recording(self, step):
+        """The process dies once step ``step`` is done, before its record.
+
+        For a step with no nova call of its own to die after: the
+        migration's compare-and-swap goes to the database directly.
+        """
+        real = journal.write
+        died = []
+
+        def write_or_die(entry, *args, **kwargs):
+            if not died and entry.done and entry.done[-1] == step:
+                died.append(step)
+                raise ProcessDied('%s died after %s' % (DEST, step))
+            return real(entry, *args, **kwargs)
+
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_evac_cleanup.journal.write', write_or_die))
+        return died
+
+    def _start_dest_and_die(self, point, die=None):
         """compute1 starts and dies right after ``point`` in its sweep."""
-        died = self._die_after(point)
+        died = (die or self._die_after)(point)
         self._force_down(DEST, False)
         cell_name = self.host_mappings[DEST].cell_mapping.name
         self.assertRaises(ProcessDied, self.start_service, 'compute',
@@ -142,7 +162,9 @@ class SweepKilledTest(_ResumeTest):
         self._run('deallocate')
 
     def test_killed_after_failing_the_migration(self):
-        self._run('migration')
+        self._recovery_killed_then_finished(
+            lambda point: self._start_dest_and_die(
+                point, self._die_before_recording), 'migration')
 
     def test_killed_after_the_fault(self):
         self._run('fault')
@@ -211,10 +233,15 @@ class ServerHeldUntilTheLastStepTest(_ResumeTest):
         self.assertIn('changed while this host ended it',
                       self.stdlog.logger.output)
         # The sweep stopped before the volume connections: the new
-        # evacuation's attachments are its own.
-        self.assertNotIn('Failed evacuation to %s: replaced the attachment' %
-                         DEST,
-                         self.stdlog.logger.output)
+        # evacuation's attachment is its own, connected on compute2.
+        self._wait_for_server_parameter(
+            server, {'status': 'ACTIVE', 'OS-EXT-SRV-ATTR:host': 'compute2'})
+        [bdm] = objects.BlockDeviceMappingList.get_by_instance_uuid(
+            nova_context.get_admin_context(), server['id'])
+        attachments = self.cinder.volume_to_attachment[bdm.volume_id]
+        self.assertEqual([bdm.attachment_id], list(attachments))
+        self.assertEqual('compute2', attachments[bdm.attachment_id][
+            'connector']['host'])
 
 
 class HandlerKilledTest(_ResumeTest):

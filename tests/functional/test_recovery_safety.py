@@ -30,9 +30,10 @@ import fixtures
 
 from nova.cmd import manage
 from nova.compute import task_states
+from nova import objects
 
 from nova_evac_cleanup import journal
-from nova_evac_cleanup import recovery
+from nova_evac_cleanup import rule
 from tests.functional import test_interrupted_evacuation as interrupted
 from tests.harness import fake_libvirt
 
@@ -191,10 +192,13 @@ class RecoverySafetyTest(interrupted._InterruptedEvacuationTest):
         """Scenario 4: the server was evacuated again meanwhile.
 
         Between the sweep's examination of the interrupted evacuation and
-        its action, the operator reset the server and evacuated it to
-        compute2. The sweep reads it again, finds it changed and touches
-        nothing: compute2's evacuation keeps its migration context and
-        task state, and succeeds.
+        its first write (the hold), the operator reset the server and
+        evacuated it to compute2, which runs it in the very task state the
+        sweep found. The hold's compare-and-swap succeeds on compute2's
+        task state; the sweep reads the server again, sees the newer
+        evacuation and gives the task state back, touching nothing else:
+        compute2's evacuation keeps its migration context and task state,
+        and succeeds.
         """
         self._start_compute(OTHER)
         server = self._boot()
@@ -202,26 +206,30 @@ class RecoverySafetyTest(interrupted._InterruptedEvacuationTest):
         server, migration, block = self._interrupt_evacuation(
             server, 'wait_for_boot')
         files = self.world.files(DEST, server['id'])
-        real = recovery.recover
+        real = objects.Instance.save
         state = {}
 
-        def operator_first(manager, context, finding):
-            self.api.post_server_action(
-                server['id'], {'os-resetState': {'state': 'error'}})
-            state['held'] = self.world.block_spawn(OTHER, 'wait_for_boot')
-            self.api.post_server_action(server['id'],
-                                        {'evacuate': {'host': OTHER}})
-            self.assertTrue(state['held'].wait_reached(timeout=30))
-            state['second'] = self._migration(server)
-            state['result'] = real(manager, context, finding)
-            return state['result']
+        def operator_first(instance, *args, **kwargs):
+            # Right before the sweep's first write to the server: its hold.
+            if not state and instance.task_state == rule.HOLD:
+                state['held'] = self.world.block_spawn(OTHER, 'wait_for_boot')
+                self.addCleanup(state['held'].release)
+                self.api.post_server_action(
+                    server['id'], {'os-resetState': {'state': 'error'}})
+                self.api.post_server_action(server['id'],
+                                            {'evacuate': {'host': OTHER}})
+                self.assertTrue(state['held'].wait_reached(timeout=30))
+                state['second'] = self._migration(server)
+            return real(instance, *args, **kwargs)
 
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_evac_cleanup.recovery.recover', operator_first))
+            'nova.objects.Instance.save', operator_first))
         self._restart_dest()
         self._end_held_spawn(block)
 
-        self.assertFalse(state['result'])
+        # The sweep took its hold over compute2's task state, saw the newer
+        # evacuation and gave the task state back.
+        self.assertIn('second', state)
         self.assertEqual(state['second'].id, self._migration_context(server))
         self.assertEqual(task_states.REBUILD_SPAWNING, self.api.get_server(
             server['id'])['OS-EXT-STS:task_state'])

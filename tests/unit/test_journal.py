@@ -14,6 +14,7 @@
 
 """The journal, the host lock and the nova releases supported."""
 
+import collections
 import errno
 import json
 import os
@@ -48,7 +49,8 @@ class JournalTestCase(test.NoDBTestCase):
         self.path = os.path.join(self.instances, uuids.instance)
 
     def entry(self, shared=False, migration=uuids.migration):
-        return journal.Entry(HOST, uuids.instance, migration, 1, shared)
+        return journal.Entry(HOST, uuids.instance, migration, 1,
+                             spawned=True, shared=shared)
 
 
 class TestEntries(JournalTestCase):
@@ -56,18 +58,67 @@ class TestEntries(JournalTestCase):
     def test_round_trip(self):
         self.assertEqual([], journal.entries(HOST))
         entry = self.entry()
-        entry.ending = {'task_state': 'rebuild_spawning', 'done': ['x']}
+        entry.phase, entry.held_from = journal.ENDING, 'rebuild_spawning'
+        entry.done = ['migration']
         journal.write(entry)
         [read] = journal.entries(HOST)
         self.assertEqual(entry.as_dict(), read.as_dict())
+        # At most twelve fields, nothing nested but its lists of names.
+        self.assertLessEqual(len(journal.Entry.FIELDS), 12)
         # Per host: another host's journal is not this one's.
         self.assertEqual([], journal.entries('compute2'))
         self.assertEqual([read.as_dict()], [
-            e.as_dict() for e in journal.entries_of(HOST, uuids.instance)])
-        self.assertEqual([], journal.entries_of(HOST, uuids.other))
+            e.as_dict() for e in journal.entries(HOST, uuids.instance)])
+        self.assertEqual([], journal.entries(HOST, uuids.other))
         journal.remove(entry)
         self.assertEqual([], journal.entries(HOST))
         journal.remove(entry)
+
+    def test_entries_of_the_previous_format(self):
+        """Issue 40, item 3: deployments upgrade with entries on disk."""
+        directory = os.path.join(self.journal, HOST)
+        os.makedirs(directory)
+        old = {
+            # An evacuation running, spawned, its directory made.
+            uuids.running: dict(shared_storage=False, spawning=True,
+                                claim={'path': '/i/x'}),
+            # An ending half-way.
+            uuids.ending: dict(shared_storage=True, spawning=True,
+                               ending={'task_state': 'rebuild_spawning',
+                                       'from': 'rebuilding',
+                                       'done': ['migration']}),
+            uuids.releasing: dict(ending={'task_state': 'x', 'done': [],
+                                          'releasing': True}),
+            # Kept: a vTPM instance's disks, no directory made.
+            uuids.kept: dict(shared_storage=False, spawning=True,
+                             kept='its files: vTPM',
+                             claim={'path': '/i/x', 'keep': 'vTPM'}),
+        }
+        for migration, fields in old.items():
+            data = dict(host=HOST, instance_uuid=uuids.instance,
+                        migration_uuid=migration, migration_id=1,
+                        shared_storage=None, claim=None, ending=None,
+                        kept=None, error=None, spawning=False,
+                        detached={uuids.volume: uuids.attachment})
+            data.update(fields)
+            with open(os.path.join(directory, migration + '.json'),
+                      'w') as stream:
+                json.dump(data, stream)
+
+        read = {e.migration_uuid: e for e in journal.entries(HOST)}
+        self.assertEqual(
+            (True, False, '/i/x', journal.BEGUN),
+            (read[uuids.running].spawned, read[uuids.running].shared,
+             read[uuids.running].claim, read[uuids.running].phase))
+        ending = read[uuids.ending]
+        self.assertEqual(
+            (journal.ENDING, 'rebuilding', ['migration'], True),
+            (ending.phase, ending.held_from, ending.done, ending.shared))
+        self.assertEqual(journal.RELEASING, read[uuids.releasing].phase)
+        self.assertEqual((journal.KEPT, None),
+                         (read[uuids.kept].phase, read[uuids.kept].claim))
+        self.assertEqual({uuids.volume: uuids.attachment},
+                         read[uuids.kept].detached)
 
     def test_anything_else_is_skipped(self):
         """Issue 19, item 9: one bad file does not stop the others."""
@@ -78,9 +129,12 @@ class TestEntries(JournalTestCase):
                'number.json': '7', 'fields.json': '{"host": "compute1"}',
                'claim.json': json.dumps(dict(
                    self.entry(migration=uuids.claim).as_dict(), claim=3)),
-               'ending.json': json.dumps(dict(
+               'done.json': json.dumps(dict(
                    self.entry(migration=uuids.ending).as_dict(),
-                   ending={'done': 'x'}))}
+                   done='x')),
+               'phase.json': json.dumps(dict(
+                   self.entry(migration=uuids.phase).as_dict(),
+                   phase='spawning'))}
         for name, text in bad.items():
             with open(os.path.join(directory, name), 'w') as stream:
                 stream.write(text)
@@ -126,21 +180,16 @@ class TestEntries(JournalTestCase):
 
     def test_shared_filesystem(self):
         """Issue 27, item 6: a journal on NFS or CephFS is told."""
-        mountinfo = self.useFixture(fixtures.TempDir()).join('mountinfo')
-        with open(mountinfo, 'w') as stream:
-            stream.write(
-                '22 1 252:1 / / rw,relatime shared:1 - ext4 /dev/vda1 rw\n'
-                '90 22 0:50 / /var/lib/nova rw shared:40 - nfs4 '
-                'filer:/nova rw,vers=4.2\n'
-                '91 22 0:51 / /var/lib/nova-local rw - xfs /dev/vdb rw\n')
-        for path, kind in (('/var/lib/nova/evacuate_cleanup', 'nfs4'),
-                           ('/var/lib/nova', 'nfs4'),
-                           ('/var/lib/nova-local/journal', None),
-                           ('/srv', None)):
-            self.assertEqual(kind, journal.shared_filesystem(
-                path, mountinfo=mountinfo), path)
-        self.assertIsNone(journal.shared_filesystem(
-            '/srv', mountinfo='/nonexistent'))
+        partition = collections.namedtuple('partition', 'mountpoint fstype')
+        mounts = [partition('/', 'ext4'),
+                  partition('/var/lib/nova', 'nfs4'),
+                  partition('/var/lib/nova-local', 'xfs')]
+        with mock.patch('psutil.disk_partitions', return_value=mounts):
+            for path, kind in (('/var/lib/nova/evacuate_cleanup', 'nfs4'),
+                               ('/var/lib/nova', 'nfs4'),
+                               ('/var/lib/nova-local/journal', None),
+                               ('/srv', None)):
+                self.assertEqual(kind, journal.shared_filesystem(path), path)
 
 
 class TestHostLock(test.NoDBTestCase):

@@ -20,6 +20,7 @@ around them mocked, in the style of nova's ``test_compute_mgr.py`` rebuild
 tests.
 """
 
+import datetime
 import errno
 from importlib import metadata
 import os
@@ -33,24 +34,27 @@ from nova.compute import manager as nova_manager
 from nova.compute import resource_tracker
 from nova.compute import task_states
 from nova.compute import vm_states
+import nova.conf
 from nova import context as nova_context
 from nova import exception
 from nova import objects
 from nova import test
+from nova.tests import fixtures as nova_fixtures
 from nova.tests.unit import fake_instance
 from nova.virt import driver as virt_driver
 import oslo_messaging as messaging
 from oslo_utils.fixture import uuidsentinel as uuids
 from oslo_utils import uuidutils
 
-from nova_evac_cleanup import evacuation as evacuations
-from nova_evac_cleanup import failure
-from nova_evac_cleanup import finish
+from nova_evac_cleanup import ending
+from nova_evac_cleanup import evacuation
 from nova_evac_cleanup import host_lock
 from nova_evac_cleanup import journal
 from nova_evac_cleanup import leftovers
 from nova_evac_cleanup import manager
 from nova_evac_cleanup import nova_support
+
+CONF = nova.conf.CONF
 
 
 class SpawnFailed(Exception):
@@ -118,6 +122,8 @@ class RebuildTestCase(test.NoDBTestCase):
             self.compute, '_get_accel_info', return_value=[]))
         # rebuild_instance's claim, allocations and resource tracking.
         self.compute.reportclient = mock.Mock()
+        self.compute.reportclient.get_allocs_for_consumer.return_value = {
+            'allocations': {}}
         patch(test.fixtures.MockPatchObject(
             self.compute.rt, 'rebuild_claim',
             side_effect=lambda *args, **kwargs: claims.NopClaim()))
@@ -134,7 +140,8 @@ class RebuildTestCase(test.NoDBTestCase):
         # failed evacuation: on its source, no task state.
         self.current = objects.Instance(
             uuid=self.instance.uuid, host='compute0', task_state=None,
-            vm_state=vm_states.ERROR, migration_context=None)
+            vm_state=vm_states.ERROR, migration_context=None,
+            deleted=False, launched_at=None, id=1)
         self.mock_get = patch(test.fixtures.MockPatchObject(
             objects.Instance, 'get_by_uuid',
             side_effect=lambda *args, **kwargs: self.current)).mock
@@ -164,10 +171,44 @@ class RebuildTestCase(test.NoDBTestCase):
         self.spawn_numa = []
         self.destroyed = []
         self.migrations = {}
-        # What the evacuation moved here is put back after a destroy
-        # (tests/unit/test_unwind.py).
-        self.mock_unwind = patch(test.fixtures.MockPatch(
-            'nova_evac_cleanup.unwind.unwind', return_value=([], []))).mock
+        # What the database says of the evacuation once nova's handler ran
+        # (tests/unit/test_ending.py has the ending on nova's database).
+        self.mock_migrations = patch(test.fixtures.MockPatchObject(
+            objects.MigrationList, 'get_by_filters',
+            side_effect=lambda context, filters, **kwargs: [
+                migration for uuid, migration in self.migrations.items()
+                if uuid == filters.get('instance_uuid')])).mock
+        self.mock_nodes = patch(test.fixtures.MockPatchObject(
+            objects.ComputeNodeList, 'get_all_by_host',
+            return_value=[])).mock
+        # nova's handler records the fault of the error it ends with.
+        patch(test.fixtures.MockPatchObject(
+            objects.InstanceFault, 'get_latest_for_instance',
+            return_value=objects.InstanceFault(
+                created_at=datetime.datetime(2100, 1, 1))))
+        # A volume, whose attachment nova's detach_block_devices replaces by
+        # one of this host's (nova's _detach_volume deletes the source's).
+        self.bdms = objects.BlockDeviceMappingList(objects=[
+            objects.BlockDeviceMapping(
+                volume_id=uuids.volume, attachment_id=uuids.source,
+                source_type='volume', destination_type='volume',
+                instance_uuid=uuids.instance)])
+        patch(test.fixtures.MockPatchObject(
+            objects.BlockDeviceMappingList, 'get_by_instance_uuid',
+            return_value=self.bdms))
+        patch(test.fixtures.MockPatchObject(objects.BlockDeviceMapping,
+                                            'save'))
+        patch(fixtures.MonkeyPatch(
+            'nova.compute.manager.ComputeManager._detach_volume',
+            lambda self, context, bdm, instance, destroy_bdm=True,
+            attachment_id=None: None))
+        self.compute.volume_api = mock.Mock()
+        self.compute.volume_api.attachment_create.return_value = {
+            'id': uuids.dest}
+        # What the evacuation connected here is released after a destroy.
+        self.mock_unwind = patch(test.fixtures.MockPatchObject(
+            self.compute, '_terminate_volume_connections',
+            autospec=True)).mock
 
     def _instance(self):
         instance = fake_instance.fake_instance_obj(
@@ -204,7 +245,7 @@ class RebuildTestCase(test.NoDBTestCase):
         return self.compute.rebuild_instance(
             self.context, instance, uuids.image, None, injected_files=[],
             new_pass=None, orig_sys_metadata={},
-            bdms=objects.BlockDeviceMappingList(), recreate=evacuate,
+            bdms=self.bdms, recreate=evacuate,
             on_shared_storage=on_shared_storage, preserve_ephemeral=False,
             migration=self._migration(instance) if evacuate else None,
             scheduled_node='node', limits={}, request_spec=None,
@@ -215,7 +256,8 @@ class RebuildTestCase(test.NoDBTestCase):
         if instance.uuid not in self.migrations:
             self.migrations[instance.uuid] = objects.Migration(
                 id=len(self.migrations) + 1,
-                uuid=uuidutils.generate_uuid(), status='pre-migrating')
+                uuid=uuidutils.generate_uuid(), status='pre-migrating',
+                created_at=datetime.datetime(2026, 1, 1))
         return self.migrations[instance.uuid]
 
     def _fail_spawn(self):
@@ -242,9 +284,9 @@ class RebuildTestCase(test.NoDBTestCase):
     def before_spawn(self, instance=None):
         """The journal entry written just before spawn."""
         uuid = (instance or self.instance).uuid
-        [entry] = [entry for durable, entry in self.written
-                   if durable and entry['instance_uuid'] == uuid]
-        return entry
+        return [entry for durable, entry in self.written
+                if durable and entry['spawned'] and
+                entry['instance_uuid'] == uuid][0]
 
     def _init_host(self):
         """The manager's start-up, nova's own mocked; its log, the sweep."""
@@ -276,9 +318,10 @@ class TestEvacuateSpawnFailure(RebuildTestCase):
         self.assertEqual(self.new_bdi,
                          self.mock_spawn.call_args.kwargs['block_device_info'])
         self.assert_destroyed(destroy_disks=True)
-        # Then this host's volume connections are released.
+        # Then this host's volume connections are released: the mapping
+        # whose attachment the evacuation made here.
         self.mock_unwind.assert_called_once_with(
-            self.compute, mock.ANY, self.instance, 'compute0', mock.ANY)
+            mock.ANY, self.instance, self.bdms.objects)
 
     def test_no_volume_no_unwind(self):
         """Issue 27, item 4: no SQL the cleanup does not need.
@@ -380,11 +423,11 @@ class TestEvacuateSpawnFailure(RebuildTestCase):
         self.assertRaises(SpawnFailed, self._rebuild)
 
         self.assert_destroyed(destroy_disks=False)
-        self.assertIsNone(self.before_spawn()['shared_storage'])
+        self.assertIsNone(self.before_spawn()['shared'])
         # Kept, with the journal entry that says so.
         self.assertTrue(os.path.exists(os.path.join(path, 'disk')))
         [entry] = journal.entries(self.compute.host)
-        self.assertIsNone(entry.shared_storage)
+        self.assertIsNone(entry.shared)
 
     def test_destroy_saves_the_instance_with_its_own_resources(self):
         """Issue 19, item 2: libvirt's cleanup saves the instance.
@@ -421,7 +464,7 @@ class TestEvacuateSpawnFailure(RebuildTestCase):
         error = self._fail_spawn()
         self.mock_destroy.side_effect = DestroyFailed('destroy failed')
 
-        with mock.patch.object(failure, 'LOG') as mock_log:
+        with mock.patch.object(ending, 'LOG') as mock_log:
             raised = self.assertRaises(SpawnFailed, self._rebuild)
 
         self.assertIs(error, raised)
@@ -430,37 +473,38 @@ class TestEvacuateSpawnFailure(RebuildTestCase):
         self.assertIn('_rebuild_default_impl', frames)
         self.assertNotIn('_destroy', frames)
         self.mock_destroy.assert_called_once()
-        # A guest that may still run keeps its ports and volumes.
-        self.mock_unwind.assert_not_called()
+        # Its volume connections are released even so (issue 40, item 4).
+        self.mock_unwind.assert_called_once()
         # Both errors are logged at ERROR with the instance, once.
         mock_log.exception.assert_called_once()
-        self.assertIn(error, mock_log.exception.call_args.args)
-        self.assertIs(self.instance,
-                      mock_log.exception.call_args.kwargs['instance'])
+        self.assertIn('SpawnFailed: spawn failed',
+                      mock_log.exception.call_args.args)
+        self.assertEqual(self.instance.uuid, mock_log.exception.call_args.
+                         kwargs['instance_uuid'])
         mock_log.error.assert_not_called()
-        mock_log.info.assert_not_called()
 
     def test_cleanup_is_logged(self):
         self._fail_spawn()
 
-        with mock.patch.object(failure, 'LOG') as mock_log:
+        with mock.patch.object(ending, 'LOG') as mock_log:
             self.assertRaises(SpawnFailed, self._rebuild)
 
-        mock_log.info.assert_called_once()
-        message = mock_log.info.call_args.args[0] % (
-            mock_log.info.call_args.args[1:])
-        self.assertIn('destroyed the guest', message)
+        [message] = [call.args[0] % call.args[1:]
+                     for call in mock_log.info.call_args_list
+                     if 'its disks' in call.args[0] % call.args[1:]]
+        self.assertIn(self.compute.host, message)
         self.assertIn('removed its disks', message)
 
     def test_shared_storage_cleanup_says_disks_kept(self):
         self._fail_spawn()
         self.mock_on_disk.return_value = True
 
-        with mock.patch.object(failure, 'LOG') as mock_log:
+        with mock.patch.object(ending, 'LOG') as mock_log:
             self.assertRaises(SpawnFailed, self._rebuild)
 
-        message = mock_log.info.call_args.args[0] % (
-            mock_log.info.call_args.args[1:])
+        [message] = [call.args[0] % call.args[1:]
+                     for call in mock_log.info.call_args_list
+                     if 'its disks' in call.args[0] % call.args[1:]]
         self.assertIn('kept its disks', message)
         self.assertIn('(shared)', message)
 
@@ -541,7 +585,7 @@ class TestEvacuateSpawnFailure(RebuildTestCase):
         self.assertEqual(2, self.mock_destroy.call_count)
         self.assertEqual({first.uuid: False, second.uuid: True}, destroyed)
         self.assertEqual(shared, {
-            uuid: self.before_spawn(instance)['shared_storage']
+            uuid: self.before_spawn(instance)['shared']
             for uuid, instance in ((first.uuid, first),
                                    (second.uuid, second))})
 
@@ -868,8 +912,8 @@ class TestEndEvacuation(RebuildTestCase):
             self.assertIs(error, self.assertRaises(SpawnFailed,
                                                    self._rebuild))
         [entry] = journal.entries(self.compute.host)
-        self.assertIsNone(entry.kept)
-        self.assertTrue(entry.shared_storage)
+        self.assertEqual(journal.BEGUN, entry.phase)
+        self.assertTrue(entry.shared)
 
     def test_kept_leftover_recorded(self):
         self.mock_destroy.side_effect = DestroyFailed('destroy failed')
@@ -884,7 +928,7 @@ class TestEndEvacuation(RebuildTestCase):
                                return_value=mock.Mock(state=1)):
             self.assertRaises(SpawnFailed, self._rebuild)
             [entry] = journal.entries(self.compute.host)
-            self.assertIn('could not be destroyed', entry.kept)
+            self.assertEqual(journal.KEPT, entry.phase)
             # The next evacuation of the instance here tries to destroy
             # the guest first; that failing too, it is refused.
             self.migrations.clear()
@@ -914,12 +958,6 @@ class TestWhatTheExplorerFound(RebuildTestCase):
         self.migration = self._migration(self.instance)
         self.useFixture(test.fixtures.MockPatchObject(
             objects.Migration, 'get_by_id', return_value=self.migration))
-
-    def _evacuating(self, error=None):
-        """The evacuation as the mixin holds it while nova handles it."""
-        evacuation = evacuations.Evacuation(self.context, None, self.migration)
-        evacuation.error = error
-        return evacuation
 
     def test_spawn_error_journaled(self):
         """spawn-fails, any point after the spawn failure, die.
@@ -976,7 +1014,7 @@ class TestWhatTheExplorerFound(RebuildTestCase):
                                return_value=mock.Mock(state=1)):
             self.assertRaises(SpawnFailed, self._rebuild)
             [entry] = journal.entries(self.compute.host)
-            self.assertIn('could not be destroyed', entry.kept)
+            self.assertEqual(journal.KEPT, entry.phase)
 
             def destroy(*args, **kwargs):
                 guest['here'] = False
@@ -996,17 +1034,20 @@ class TestWhatTheExplorerFound(RebuildTestCase):
         """spawn-fails, placement.PUT /allocations/{uuid}#1, raise."""
         spawn_error = self._fail_spawn()
         # nova's handler removes this host's allocation: fails.
-        self.mock_deallocate.side_effect = [
-            exception.AllocationDeleteFailed(
-                consumer_uuid=self.instance.uuid, error='503'), None]
+        self.mock_deallocate.side_effect = exception.AllocationDeleteFailed(
+            consumer_uuid=self.instance.uuid, error='503')
+        self.mock_nodes.return_value = [mock.Mock(uuid=uuids.node)]
+        self.compute.reportclient.get_allocs_for_consumer.return_value = {
+            'allocations': {uuids.node: {}}}
 
         raised = self.assertRaises(SpawnFailed, self._rebuild)
 
         self.assertIs(spawn_error, raised)
         self.assertEqual('failed', self.migration.status)
-        self.assertEqual(2, self.mock_deallocate.call_count)
-        self.mock_deallocate.assert_called_with(
-            mock.ANY, self.instance, 'node', node_type='destination')
+        # The ending removes it, through placement's client.
+        self.compute.reportclient.\
+            remove_provider_tree_from_instance_allocation.\
+            assert_called_once_with(mock.ANY, self.instance.uuid, uuids.node)
 
     def test_original_error_recorded_if_nova_could_not(self):
         """spawn-fails, InstanceFault.create#1 and Instance.save#6, raise."""
@@ -1018,28 +1059,45 @@ class TestWhatTheExplorerFound(RebuildTestCase):
             mock.ANY, self.instance, spawn_error, mock.ANY)
 
     def test_server_left_in_its_task_state_put_into_error(self):
-        """spawn-fails, Instance.save#7, raise: stuck before."""
-        self.migration.status = 'failed'
+        """spawn-fails, Instance.save#7, raise: stuck before.
+
+        nova's handler failed the migration but could not save the
+        server: it is held, ended and released from the hold.
+        """
+        self.useFixture(nova_fixtures.IndirectionAPIFixture(mock.Mock()))
+        self._fail_spawn()
         self.current.task_state = task_states.REBUILD_SPAWNING
         self.current.vm_state = vm_states.ACTIVE
-        self.mock_save.reset_mock()
-        failure.release_if_held(self.compute, self.context, self.instance,
-                                self._evacuating())
-        self.mock_save.assert_called_once_with(
-            expected_task_state=[task_states.REBUILD_SPAWNING])
-        self.assertEqual(vm_states.ERROR, self.current.vm_state)
-        self.assertIsNone(self.current.task_state)
+
+        self.assertRaises(SpawnFailed, self._rebuild)
+
+        self.assertEqual('failed', self.migration.status)
+        self.assertEqual(
+            [mock.call(expected_task_state=[task_states.REBUILD_SPAWNING]),
+             mock.call(expected_task_state=[ending.rule.HOLD])],
+            self.mock_save.call_args_list[-2:])
+        self.assertEqual((vm_states.ERROR, None),
+                         (self.current.vm_state, self.current.task_state))
+        self.mock_destroy.assert_called_once()
 
     def test_recorded_here_finishes_finish_evacuation(self):
         """evacuate, Migration.save#2, raise: pre-migrating before."""
+        self.useFixture(nova_fixtures.IndirectionAPIFixture(mock.Mock()))
         self.current.host = self.compute.host
         self.current.migration_context = objects.MigrationContext(
             migration_id=self.migration.id)
-        with mock.patch.object(self.current,
-                               'drop_migration_context') as drop:
-            finish.end_unrecorded(
-                self.compute, self.instance, self._evacuating(),
-                DestroyFailed('the migration save failed'))
+
+        def finish(instance, node, migration):
+            instance.host = self.compute.host
+            raise DestroyFailed('the migration save failed')
+
+        self.mock_finish.side_effect = finish
+        with mock.patch.object(
+                self.current, 'drop_migration_context',
+                side_effect=lambda: setattr(self.current,
+                                            'migration_context', None)
+        ) as drop:
+            self.assertRaises(DestroyFailed, self._rebuild)
         drop.assert_called_once_with()
         self.assertEqual('done', self.migration.status)
         self.mock_deallocate.assert_not_called()
@@ -1057,15 +1115,80 @@ class TestWhatTheExplorerFound(RebuildTestCase):
             instance.host = self.compute.host
             raise DestroyFailed('finish_evacuation')
 
+        self.useFixture(nova_fixtures.IndirectionAPIFixture(mock.Mock()))
         self.mock_finish.side_effect = finish
+        self.compute.reportclient.get_allocs_for_consumer.return_value = {
+            'allocations': {uuids.node: {}}}
+        self.mock_nodes.return_value = [mock.Mock(uuid=uuids.node)]
         with mock.patch.object(objects.Instance, 'refresh') as refresh:
             refresh.side_effect = lambda *args, **kwargs: setattr(
                 self.instance, 'host', 'compute0')
             self.assertRaises(DestroyFailed, self._rebuild)
         self.assertEqual('compute0', self.instance.host)
         self.assertEqual('failed', self.migration.status)
-        self.mock_deallocate.assert_called_once()
+        self.compute.reportclient.\
+            remove_provider_tree_from_instance_allocation.\
+            assert_called_once_with(mock.ANY, self.instance.uuid, uuids.node)
         self.assert_destroyed(destroy_disks=True)
+
+    def test_a_retry_accepted_meanwhile_is_never_put_into_error(self):
+        """Issue 40, item 4: an HA retry is never released by this host.
+
+        nova's handler could not save the server (it stays in its
+        evacuation's task state) and nova's evacuate API, which checks no
+        task state, accepted an HA tool's retry meanwhile. Before, the
+        failure handler put the server into ERROR over the retry's
+        ``rebuilding``, reading only that the old migration had failed.
+        """
+        self._fail_spawn()
+        retry = objects.Migration(
+            id=99, uuid=uuids.retry, status='accepted',
+            migration_type='evacuation',
+            created_at=datetime.datetime(2026, 1, 2))
+        ours = self.migration
+        self.mock_migrations.side_effect = (
+            lambda context, filters, **kwargs: [retry, ours])
+        self.current.task_state = task_states.REBUILDING
+        self.current.vm_state = vm_states.ACTIVE
+
+        self.assertRaises(SpawnFailed, self._rebuild)
+
+        self.assertEqual((vm_states.ACTIVE, task_states.REBUILDING),
+                         (self.current.vm_state, self.current.task_state))
+
+    def test_unreadable_leftovers_refuse_the_evacuation(self):
+        """Issue 40, item 4: when in doubt, keep and refuse.
+
+        What earlier evacuations of the server left here cannot be read
+        (the journal is writable, its listing fails). Before, the error
+        was logged and the evacuation went on over whatever was kept.
+        """
+        real = os.listdir
+
+        def listdir(path):
+            if str(path).startswith(CONF.evacuate_cleanup.journal_path):
+                raise OSError(errno.EIO, 'Input/output error')
+            return real(path)
+
+        with mock.patch('os.listdir', side_effect=listdir):
+            self.assertRaises(leftovers.EvacuationLeftoverKept,
+                              self._rebuild)
+        self.mock_spawn.assert_not_called()
+
+    def test_read_error_after_spawn_powers_the_guest_off(self):
+        """Issue 40, item 4: a running guest is never left running.
+
+        finish_evacuation failed and the instance cannot be read to tell
+        whether it was recorded here. Before, the guest was left running.
+        """
+        self.mock_finish.side_effect = DestroyFailed('finish_evacuation')
+        self.mock_get.side_effect = exception.InstanceNotFound(
+            instance_id=self.instance.uuid)
+        self.mock_migrations.side_effect = DestroyFailed('database down')
+        with mock.patch.object(self.driver, 'power_off') as power_off:
+            self.assertRaises(DestroyFailed, self._rebuild)
+        power_off.assert_called_once_with(self.instance)
+        self.mock_destroy.assert_not_called()
 
     def test_failure_before_the_rebuild_began(self):
         """evacuate, InstanceActionEvent.event_start#1, raise.
@@ -1073,13 +1196,19 @@ class TestWhatTheExplorerFound(RebuildTestCase):
         The migration stayed ``accepted``: the conductor took it for the
         next evacuation's, which then never ended.
         """
+        self.useFixture(nova_fixtures.IndirectionAPIFixture(mock.Mock()))
         self.migration.status = 'accepted'
+        self.compute.reportclient.get_allocs_for_consumer.return_value = {
+            'allocations': {uuids.node: {}}}
+        self.mock_nodes.return_value = [mock.Mock(uuid=uuids.node)]
         with mock.patch.object(nova_manager.ComputeManager,
                                'rebuild_instance',
                                side_effect=DestroyFailed('event_start')):
             self.assertRaises(DestroyFailed, self._rebuild)
         self.assertEqual('failed', self.migration.status)
-        self.mock_deallocate.assert_called_once()
+        self.compute.reportclient.\
+            remove_provider_tree_from_instance_allocation.\
+            assert_called_once_with(mock.ANY, self.instance.uuid, uuids.node)
         self.assertEqual([], journal.entries(self.compute.host))
 
 
@@ -1245,7 +1374,7 @@ class TestWithoutJournal(RebuildTestCase):
     def test_failed_spawn_cleaned_up(self):
         error = self._fail_spawn()
 
-        with mock.patch.object(evacuations, 'LOG') as log:
+        with mock.patch.object(evacuation, 'LOG') as log:
             self.assertIs(error, self.assertRaises(SpawnFailed,
                                                    self._rebuild))
 
@@ -1421,7 +1550,7 @@ class TestVtpmHazard(_OutsideTheRange, RebuildTestCase):
             block_device_info=self.new_bdi, destroy_disks=False)
         self.assertTrue(os.path.exists(os.path.join(path, 'disk')))
         [entry] = journal.entries(self.compute.host)
-        self.assertIn('vTPM', entry.kept)
+        self.assertEqual((journal.KEPT, None), (entry.phase, entry.claim))
         refused = self.assertRaises(
             leftovers.EvacuationLeftoverKept, leftovers.clear_or_refuse,
             self.compute, self.context, self.instance, uuids.next_migration)

@@ -30,7 +30,7 @@ class TestClaim(test_journal.JournalTestCase):
 
     def claim(self, entry):
         """What the manager does just before spawn."""
-        entry.claim = {'path': self.path}
+        entry.claim = self.path
         journal.write(entry, durable=True)
         return ownership.claim(entry)
 
@@ -68,7 +68,7 @@ class TestClaim(test_journal.JournalTestCase):
         entry.claim = None
         owns, why = ownership.proof(entry)
         self.assertFalse(owns)
-        self.assertIn('existed before spawn', why)
+        self.assertIn('did not create the instance directory', why)
 
     def test_marker_not_written(self):
         """Issue 27, item 3: a full disk, the proof kept in memory.
@@ -99,7 +99,7 @@ class TestClaim(test_journal.JournalTestCase):
         entry = self.entry()
         self.claim(entry)
         for shared in (True, None):
-            entry.shared_storage = shared
+            entry.shared = shared
             self.assertFalse(ownership.proof(entry)[0])
 
     def test_marker_gone_or_another(self):
@@ -112,7 +112,7 @@ class TestClaim(test_journal.JournalTestCase):
         self.assertFalse(owns)
         self.assertIn('no ownership marker', why)
         other = self.entry(migration=uuids.other)
-        other.claim = dict(entry.claim)
+        other.claim = entry.claim
         os.rmdir(self.path)
         os.rename(self.path + '.away', self.path)
         owns, why = ownership.proof(other)
@@ -182,7 +182,7 @@ class TestClaim(test_journal.JournalTestCase):
     def test_died_between_mkdir_and_marker(self):
         """An empty directory the claim recorded goes; nothing else."""
         entry = self.entry()
-        entry.claim = {'path': self.path}
+        entry.claim = self.path
         os.makedirs(self.path)
         self.assertTrue(ownership.remove_if_empty(entry))
         self.assertFalse(os.path.exists(self.path))

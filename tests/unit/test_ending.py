@@ -1,0 +1,416 @@
+# Copyright 2026 nova-evac-cleanup developers
+#
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""The one ending, on nova's real objects and a real journal.
+
+The database is nova's (``nova.test.TestCase``); the driver, placement's
+client and the compute manager's volume helpers are ``autospec`` mocks of
+nova's classes: the boundary. The journal is a temporary directory.
+"""
+
+import json
+import os
+from unittest import mock
+
+import fixtures
+from nova.compute import manager as nova_manager
+from nova.compute import power_state
+from nova.compute import task_states
+from nova.compute import vm_states
+import nova.conf
+from nova import context as nova_context
+from nova.db.main import api as db_api
+from nova import objects
+from nova.objects import base as objects_base
+from nova.scheduler.client import report
+from nova import test
+from nova.virt import driver as virt_driver
+from nova.virt import hardware
+from oslo_utils.fixture import uuidsentinel as uuids
+
+from nova_evac_cleanup import conf
+from nova_evac_cleanup import ending
+from nova_evac_cleanup import journal
+from nova_evac_cleanup import ownership
+from nova_evac_cleanup import rule
+from nova_evac_cleanup import sweep
+
+CONF = nova.conf.CONF
+HOST = 'compute1'
+SOURCE = 'compute0'
+
+
+class EndingTestCase(test.TestCase):
+    """An evacuation from compute0 to compute1 that compute1's death cut."""
+
+    def setUp(self):
+        super().setUp()
+        conf.register_opts(CONF)
+        self.flags(instances_path=self.useFixture(fixtures.TempDir()).path)
+        self.flags(journal_path=self.useFixture(fixtures.TempDir()).path,
+                   group='evacuate_cleanup')
+        self.context = nova_context.get_admin_context()
+        self.calls = []
+        self.manager = self._manager()
+        self.node = objects.ComputeNode(
+            self.context, host=HOST, hypervisor_hostname=HOST,
+            uuid=uuids.node, vcpus=1, memory_mb=512, local_gb=1,
+            vcpus_used=0, memory_mb_used=0, local_gb_used=0,
+            hypervisor_type='fake', hypervisor_version=1, cpu_info='{}',
+            disk_available_least=1)
+        self.node.create()
+        self.instance = objects.Instance(
+            self.context, uuid=uuids.instance, host=SOURCE,
+            vm_state=vm_states.ACTIVE, task_state=task_states.REBUILD_SPAWNING,
+            project_id='p', user_id='u', flavor=objects.Flavor(
+                id=1, flavorid='1', name='f', memory_mb=512, vcpus=1,
+                root_gb=1, ephemeral_gb=0, swap=0, extra_specs={}),
+            system_metadata={})
+        self.instance.create()
+        self.migration = objects.Migration(
+            self.context, instance_uuid=uuids.instance, source_compute=SOURCE,
+            dest_compute=HOST,
+            status='pre-migrating', migration_type='evacuation',
+            uuid=uuids.migration)
+        self.migration.create()
+        self.instance.migration_context = objects.MigrationContext(
+            migration_id=self.migration.id, instance_uuid=uuids.instance,
+            new_numa_topology=None, old_numa_topology=None)
+        self.instance.save()
+        self.entry = journal.Entry(
+            HOST, uuids.instance, uuids.migration, self.migration.id,
+            spawned=True, shared=False,
+            claim=ownership.instance_path(uuids.instance))
+        journal.write(self.entry)
+        ownership.claim(self.entry)
+        with open(os.path.join(self.entry.claim, 'disk'), 'w') as disk:
+            disk.write('partial')
+
+    def _manager(self):
+        manager = mock.create_autospec(nova_manager.ComputeManager,
+                                       instance=True)
+        manager.host = HOST
+        manager.driver = mock.create_autospec(virt_driver.ComputeDriver,
+                                              instance=True)
+        manager.reportclient = mock.create_autospec(
+            report.SchedulerReportClient, instance=True)
+        self.guest = ['running']
+        manager.driver.instance_exists.side_effect = (
+            lambda instance: bool(self.guest))
+        manager.driver.get_info.side_effect = (
+            lambda instance: hardware.InstanceInfo(state=power_state.RUNNING))
+
+        def destroy(context, instance, network_info, block_device_info=None,
+                    destroy_disks=True):
+            self.calls.append(('destroy', self._task_state()))
+            self.guest[:] = []
+            if destroy_disks:
+                for name in os.listdir(self.entry.claim):
+                    os.unlink(os.path.join(self.entry.claim, name))
+                os.rmdir(self.entry.claim)
+
+        manager.driver.destroy.side_effect = destroy
+        manager.reportclient.get_allocs_for_consumer.return_value = {
+            'allocations': {uuids.node: {'resources': {'VCPU': 1}}}}
+
+        def remove(context, consumer, rp):
+            self.calls.append(('allocation', self._task_state()))
+            return True
+
+        manager.reportclient.\
+            remove_provider_tree_from_instance_allocation.side_effect = remove
+        manager._get_instance_block_device_info.return_value = {
+            'block_device_mapping': []}
+        return manager
+
+    def _task_state(self):
+        return objects.Instance.get_by_uuid(
+            self.context, uuids.instance).task_state
+
+    def _reload(self):
+        return (objects.Instance.get_by_uuid(self.context, uuids.instance),
+                objects.Migration.get_by_id(self.context, self.migration.id))
+
+    def settle(self):
+        real = objects.Instance.save
+
+        def save(instance, *args, **kwargs):
+            self.calls.append(('save', instance.task_state))
+            return real(instance, *args, **kwargs)
+
+        with fixtures.MonkeyPatch('nova.objects.Instance.save', save):
+            return sweep.settle(self.manager, self.context, self.entry,
+                                [uuids.node])
+
+
+class TestEnd(EndingTestCase):
+
+    def test_ended_step_by_step_and_released_last(self):
+        finding = self.settle()
+
+        self.assertTrue(finding.ended, finding.errors)
+        self.assertEqual([
+            ('save', rule.HOLD),
+            ('destroy', rule.HOLD),
+            ('allocation', rule.HOLD),
+            ('save', None),
+        ], self.calls)
+        instance, migration = self._reload()
+        self.assertEqual((vm_states.ERROR, None, SOURCE),
+                         (instance.vm_state, instance.task_state,
+                          instance.host))
+        self.assertIsNone(instance.migration_context)
+        self.assertEqual('failed', migration.status)
+        fault = objects.InstanceFault.get_latest_for_instance(
+            self.context, uuids.instance)
+        self.assertIn('interrupted', fault.message)
+        self.manager.driver.destroy.assert_called_once_with(
+            self.context, mock.ANY, mock.ANY, block_device_info=mock.ANY,
+            destroy_disks=True)
+        self.assertFalse(os.path.exists(self.entry.claim))
+        self.assertEqual([], journal.entries(HOST))
+
+    def test_never_held_in_rebuilding(self):
+        """nova's API sets rebuilding for a new evacuation: not a hold."""
+        self.instance.task_state = task_states.REBUILDING
+        self.instance.save()
+
+        self.assertTrue(self.settle().ended)
+        self.assertEqual(('save', rule.HOLD), self.calls[0])
+        self.assertEqual(('destroy', rule.HOLD), self.calls[1])
+        self.assertNotEqual(rule.HOLD, task_states.REBUILDING)
+
+    def test_a_failed_step_keeps_the_hold_and_the_next_goes_on(self):
+        remove = self.manager.reportclient.\
+            remove_provider_tree_from_instance_allocation
+        remove.side_effect = None
+        remove.return_value = False
+
+        self.assertFalse(self.settle().ended)
+        self.assertEqual(rule.HOLD, self._task_state())
+        [entry] = journal.entries(HOST)
+        self.assertEqual(journal.ENDING, entry.phase)
+        self.assertEqual(['migration', 'destroy', 'volumes'], entry.done)
+
+        # The next start: what is done is not done again.
+        remove.return_value = True
+        self.entry = entry
+        self.assertTrue(self.settle().ended)
+        self.manager.driver.destroy.assert_called_once()
+        self.assertEqual((vm_states.ERROR, None),
+                         (self._reload()[0].vm_state, self._task_state()))
+
+    def test_a_failed_destroy_still_releases_the_volumes(self):
+        """Issue 40, item 4: the guest's connections go even so.
+
+        Before, a failed destroy ended the sweep's ending before the
+        volume connections were released.
+        """
+        bdm = objects.BlockDeviceMapping(
+            self.context, instance_uuid=uuids.instance,
+            volume_id=uuids.volume, attachment_id=uuids.dest_attachment,
+            source_type='volume', destination_type='volume',
+            device_name='/dev/vdb', boot_index=None, volume_size=1,
+            connection_info='{}')
+        bdm.create()
+        self.entry.detached = {uuids.volume: uuids.source_attachment}
+        journal.write(self.entry)
+        self.manager.driver.destroy.side_effect = Exception('libvirt down')
+        self.manager.driver.power_off.side_effect = self._power_off
+
+        self.assertTrue(self.settle().ended)
+        [call] = self.manager._terminate_volume_connections.call_args_list
+        self.assertEqual([uuids.volume],
+                         [bdm.volume_id for bdm in call.args[2]])
+        # The guest is powered off and kept: it refuses the next
+        # evacuation of the server here, which destroys it first.
+        self.manager.driver.power_off.assert_called_once()
+        [entry] = journal.entries(HOST)
+        self.assertEqual(journal.KEPT, entry.phase)
+
+    def _power_off(self, instance, *args, **kwargs):
+        self.manager.driver.get_info.side_effect = (
+            lambda instance: hardware.InstanceInfo(
+                state=power_state.SHUTDOWN))
+
+    def test_left_alone_once_the_server_moved_on(self):
+        """An HA tool evacuates the server while the sweep destroys."""
+        def destroy(*args, **kwargs):
+            objects.Migration(
+                self.context, instance_uuid=uuids.instance,
+                source_compute=SOURCE, dest_compute='compute2',
+                status='accepted', migration_type='evacuation',
+                uuid=uuids.newer).create()
+            instance = objects.Instance.get_by_uuid(self.context,
+                                                    uuids.instance)
+            instance.task_state = task_states.REBUILDING
+            instance.save()
+
+        self.manager.driver.destroy.side_effect = destroy
+
+        self.assertFalse(self.settle().ended)
+        self.assertEqual(task_states.REBUILDING, self._task_state())
+        self.manager.reportclient.\
+            remove_provider_tree_from_instance_allocation.assert_not_called()
+
+    def test_an_entry_of_the_previous_format_is_ended(self):
+        """Deployments upgrade with entries on disk (issue 40, item 3)."""
+        self.instance.task_state = rule.HOLD
+        self.instance.save()
+        old = {'host': HOST, 'instance_uuid': uuids.instance,
+               'migration_uuid': uuids.migration,
+               'migration_id': self.migration.id, 'shared_storage': False,
+               'claim': {'path': self.entry.claim}, 'spawning': True,
+               'kept': None, 'error': 'FakeLibvirtError: boom',
+               'detached': {},
+               'ending': {'task_state': rule.HOLD,
+                          'from': task_states.REBUILD_SPAWNING,
+                          'done': ['migration']}}
+        with open(os.path.join(CONF.evacuate_cleanup.journal_path, HOST,
+                               uuids.migration + '.json'), 'w') as stream:
+            json.dump(old, stream)
+        [self.entry] = journal.entries(HOST)
+
+        self.assertTrue(self.settle().ended)
+        # The migration step was done: the record says so.
+        self.assertEqual('pre-migrating', self._reload()[1].status)
+        self.manager.driver.destroy.assert_called_once_with(
+            self.context, mock.ANY, mock.ANY, block_device_info=mock.ANY,
+            destroy_disks=True)
+        self.assertEqual(vm_states.ERROR, self._reload()[0].vm_state)
+        fault = objects.InstanceFault.get_latest_for_instance(
+            self.context, uuids.instance)
+        self.assertIn('FakeLibvirtError: boom', fault.message)
+        self.assertEqual([], journal.entries(HOST))
+
+
+class TestSettleUnderTheHold(EndingTestCase):
+    """Issue 40, item 4: the sweep acts on a state read under its hold."""
+
+    def setUp(self):
+        super().setUp()
+        # nova's handler failed the migration and released the server,
+        # then this host died before it removed its allocation.
+        self.migration.status = 'failed'
+        self.migration.save()
+        self.instance.vm_state, self.instance.task_state = (
+            vm_states.ERROR, None)
+        self.instance.migration_context = None
+        self.instance.save()
+        self.guest[:] = []
+
+    def test_failed_evacuation_allocation_removed(self):
+        self.assertTrue(self.settle().ended)
+        self.manager.reportclient.\
+            remove_provider_tree_from_instance_allocation.\
+            assert_called_once_with(self.context, uuids.instance, uuids.node)
+        self.assertEqual((vm_states.ERROR, None),
+                         (self._reload()[0].vm_state, self._task_state()))
+
+    def test_the_fault_nova_could_not_record(self):
+        """nova failed the migration and this host died before the fault.
+
+        Explorer cell ``spawn-fails Migration.save#2 die`` (source-first).
+        """
+        self.entry.error = 'FakeLibvirtError: boom'
+        self.manager.reportclient.get_allocs_for_consumer.return_value = {
+            'allocations': {}}
+
+        self.assertTrue(self.settle().ended)
+        fault = objects.InstanceFault.get_latest_for_instance(
+            self.context, uuids.instance)
+        self.assertTrue(fault.message.startswith('FakeLibvirtError: boom'))
+        # nova's own fault, from the evacuation on, is kept as it is.
+        self.entry = journal.Entry(
+            HOST, uuids.instance, uuids.migration, self.migration.id,
+            spawned=True, shared=False, error='FakeLibvirtError: boom')
+        self.assertFalse(self.settle().ended)
+        self.assertEqual(fault.id, objects.InstanceFault.
+                         get_latest_for_instance(self.context,
+                                                 uuids.instance).id)
+
+    def test_a_retry_here_keeps_its_allocation(self):
+        """An HA retry to this host lands between reading and acting.
+
+        Before, the sweep removed this host's allocation of the server,
+        read before its loop: the retry lost its claim.
+        """
+        read = self.manager.reportclient.get_allocs_for_consumer
+
+        def retry_lands(context, consumer):
+            objects.Migration(
+                self.context, instance_uuid=uuids.instance,
+                source_compute=SOURCE, dest_compute=HOST, status='accepted',
+                migration_type='evacuation', uuid=uuids.retry).create()
+            instance = objects.Instance.get_by_uuid(self.context,
+                                                    uuids.instance)
+            instance.task_state = task_states.REBUILDING
+            instance.save()
+            read.side_effect = None
+            return read.return_value
+
+        read.side_effect = retry_lands
+
+        self.assertFalse(self.settle().ended)
+        self.manager.reportclient.\
+            remove_provider_tree_from_instance_allocation.assert_not_called()
+        self.assertEqual(task_states.REBUILDING, self._task_state())
+
+
+class TestSetStatus(EndingTestCase):
+    """Issue 40, item 4: a completed migration is never rewritten."""
+
+    def test_the_source_completes_it_between_the_read_and_the_write(self):
+        """The source starts, and takes the evacuation for done, meanwhile.
+
+        Before, the ending read the migration again and saved it: a source
+        whose start completed it between the two had its record rewritten
+        to failed.
+        """
+        state = rule.read(self.context, uuids.instance, self.migration.id)
+        db_api.migration_update(self.context, self.migration.id,
+                                {'status': 'completed'})
+        steps = ending.Ending(self.manager, self.context, self.entry,
+                              lambda: None)
+
+        self.assertIsNone(steps.fail_migration(state))
+        self.assertEqual('completed', self._reload()[1].status)
+
+    def test_compare_and_swap_in_the_database(self):
+        stale = objects.Migration.get_by_id(self.context, self.migration.id)
+        # The source starts meanwhile and takes the evacuation for done.
+        self.migration.status = 'completed'
+        self.migration.save()
+
+        self.assertFalse(ending.set_status(self.context, stale, rule.RUNNING,
+                                           'failed'))
+        self.assertEqual('completed', self._reload()[1].status)
+        self.assertTrue(ending.set_status(self.context, stale,
+                                          ('completed',), 'failed'))
+        self.assertEqual('failed', self._reload()[1].status)
+
+    def test_read_right_before_the_save_through_the_conductor(self):
+        self.migration.status = 'completed'
+        self.migration.save()
+        stale = objects.Migration(id=self.migration.id,
+                                  status='pre-migrating')
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.objects.base.NovaObject.indirection_api', mock.Mock()))
+        with mock.patch.object(objects.Migration, 'get_by_id',
+                               return_value=self._reload()[1]), \
+                mock.patch.object(objects.Migration, 'save') as save:
+            self.assertFalse(ending.set_status(
+                self.context, stale, rule.RUNNING, 'failed'))
+        save.assert_not_called()
+        self.assertIsNotNone(objects_base.NovaObject.indirection_api)
