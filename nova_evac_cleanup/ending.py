@@ -39,7 +39,8 @@ Before each step the server is read again and must still be held
 API checks no task state) is left alone, with what was done so far in the
 entry. Each step done is recorded in the entry, durably: a process that
 dies after any step is finished by the next start. A required step that
-fails keeps the hold, until the next start or ``audit --delete``.
+fails keeps the hold, until the next start or ``audit --delete``; the
+steps after it still run.
 
 What nova's own handler already did is skipped by reading the state: the
 failure handler runs the same steps once nova's handler returned, and they
@@ -316,6 +317,7 @@ class Ending(object):
             self.record()
         if not self._hold(instance):
             return False
+        failed = []
         for name in STEPS:
             if name in entry.done:
                 continue
@@ -328,10 +330,13 @@ class Ending(object):
                           level='warning')
                 return False
             if not self._step(name, state) and name in REQUIRED:
-                self._log('the server stays in task state %s until the next '
-                          'start of nova-compute or nova-evac-cleanup audit '
-                          '--delete ends it', rule.HOLD, level='error')
-                return False
+                failed.append(name)
+        if failed:
+            self._log('%s failed: the server stays in task state %s until '
+                      'the next start of nova-compute or nova-evac-cleanup '
+                      'audit --delete ends it', ', '.join(failed), rule.HOLD,
+                      level='error')
+            return False
         entry.phase = journal.RELEASING
         self.record()
         return self._release(state.instance)
@@ -414,13 +419,15 @@ STEPS = collections.OrderedDict([
     ('migration', 'fail_migration'), ('destroy', 'destroy_guest'),
     ('volumes', 'release_volumes'), ('allocation', 'remove_allocation'),
     ('context', 'drop_context'), ('fault', 'record_fault')])
-#: Those whose failure keeps the hold: a running migration would make the
-#: source destroy its own guest as it starts, a connection left here be
-#: taken for the source's, an allocation left here fail the next
-#: evacuation here. A guest that could not be destroyed is powered off
-#: and kept: it refuses the next evacuation of the server here, which
-#: destroys it first (:mod:`nova_evac_cleanup.leftovers`).
-REQUIRED = ('migration', 'volumes', 'allocation')
+#: Those whose failure keeps the hold (the other steps still run): a
+#: running migration would make the source destroy its own guest as it
+#: starts, a guest still running here be a second writer on the server's
+#: disks and volumes, a connection left here be taken for the source's,
+#: an allocation left here fail the next evacuation here. A guest that
+#: could not be destroyed but is powered off is kept: it refuses the next
+#: evacuation of the server here, which destroys it first
+#: (:mod:`nova_evac_cleanup.leftovers`).
+REQUIRED = ('migration', 'destroy', 'volumes', 'allocation')
 
 
 def add_fault(context, instance, error):

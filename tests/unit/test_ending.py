@@ -201,7 +201,9 @@ class TestEnd(EndingTestCase):
         self.assertEqual(rule.HOLD, self._task_state())
         [entry] = journal.entries(HOST)
         self.assertEqual(journal.ENDING, entry.phase)
-        self.assertEqual(['migration', 'destroy', 'volumes'], entry.done)
+        # The steps after it still ran.
+        self.assertEqual(['migration', 'destroy', 'volumes', 'context',
+                          'fault'], entry.done)
 
         # The next start: what is done is not done again.
         remove.return_value = True
@@ -238,6 +240,33 @@ class TestEnd(EndingTestCase):
         self.manager.driver.power_off.assert_called_once()
         [entry] = journal.entries(HOST)
         self.assertEqual(journal.KEPT, entry.phase)
+
+    def test_a_guest_that_still_runs_keeps_the_hold(self):
+        """Neither destroyed nor powered off: never released over it.
+
+        Released, the server could be started again elsewhere while its
+        guest here still writes to its disks. The other steps still run:
+        the volume connections here are released, the next start tries
+        the destroy again.
+        """
+        self.manager.driver.destroy.side_effect = Exception('libvirt down')
+        self.manager.driver.power_off.side_effect = Exception('stuck')
+
+        self.assertFalse(self.settle().ended)
+        self.assertEqual(rule.HOLD, self._task_state())
+        [entry] = journal.entries(HOST)
+        self.assertEqual(journal.ENDING, entry.phase)
+        self.assertNotIn('destroy', entry.done)
+        self.assertIn('allocation', entry.done)
+
+        # The next start destroys it, and only then releases the server.
+        self.manager.driver.destroy.side_effect = None
+        self.manager.driver.destroy.return_value = None
+        self.guest[:] = []
+        self.entry = entry
+        self.assertTrue(self.settle().ended)
+        self.assertEqual((vm_states.ERROR, None),
+                         (self._reload()[0].vm_state, self._task_state()))
 
     def _power_off(self, instance, *args, **kwargs):
         self.manager.driver.get_info.side_effect = (
