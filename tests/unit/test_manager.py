@@ -31,6 +31,7 @@ from unittest import mock
 import fixtures
 from nova.compute import claims
 from nova.compute import manager as nova_manager
+from nova.compute import power_state
 from nova.compute import resource_tracker
 from nova.compute import task_states
 from nova.compute import vm_states
@@ -55,6 +56,19 @@ from nova_evac_cleanup import manager
 from nova_evac_cleanup import nova_support
 
 CONF = nova.conf.CONF
+
+
+def _running_until_powered_off(driver):
+    """The guest runs until the driver powers it off (its destroy fails)."""
+    state = [power_state.RUNNING]
+
+    def power_off(instance, *args, **kwargs):
+        state[0] = power_state.SHUTDOWN
+
+    return mock.patch.multiple(
+        driver, get_info=mock.Mock(
+            side_effect=lambda instance: mock.Mock(state=state[0])),
+        power_off=mock.Mock(side_effect=power_off))
 
 
 class SpawnFailed(Exception):
@@ -924,8 +938,7 @@ class TestEndEvacuation(RebuildTestCase):
             raise SpawnFailed('spawn failed')
 
         self.mock_spawn.side_effect = spawn
-        with mock.patch.object(self.driver, 'get_info',
-                               return_value=mock.Mock(state=1)):
+        with _running_until_powered_off(self.driver):
             self.assertRaises(SpawnFailed, self._rebuild)
             [entry] = journal.entries(self.compute.host)
             self.assertEqual(journal.KEPT, entry.phase)
@@ -1010,8 +1023,7 @@ class TestWhatTheExplorerFound(RebuildTestCase):
 
         self.mock_spawn.side_effect = spawn
         self.mock_destroy.side_effect = DestroyFailed('destroy failed')
-        with mock.patch.object(self.driver, 'get_info',
-                               return_value=mock.Mock(state=1)):
+        with _running_until_powered_off(self.driver):
             self.assertRaises(SpawnFailed, self._rebuild)
             [entry] = journal.entries(self.compute.host)
             self.assertEqual(journal.KEPT, entry.phase)
