@@ -339,7 +339,10 @@ class Ending(object):
             return False
         entry.phase = journal.RELEASING
         self.record()
-        return self._release(state.instance)
+        if not self._release(state.instance):
+            return False
+        self._report_missing_allocation()
+        return True
 
     def _save(self, instance, expected, task_state, **changes):
         """The server's task state, a compare-and-swap; nothing else.
@@ -399,6 +402,25 @@ class Ending(object):
         self._log('ended; the server is ERROR on %s', instance.host,
                   level='warning', instance=instance)
         return True
+
+    def _report_missing_allocation(self):
+        """Say how to heal the instance's allocation if none is left.
+
+        A source that came back first removed its own, taking the
+        evacuation for done. Only ``nova-manage placement
+        heal_allocations`` knows every resource an instance consumes; it
+        needs the API database.
+        """
+        uuid = self.entry.instance_uuid
+        try:
+            if self.manager.reportclient.get_allocs_for_consumer(
+                    self.context, uuid).get('allocations'):
+                return
+        except Exception:
+            LOG.exception('Could not read the allocations of %s', uuid)
+            return
+        self._log('the instance has no allocation left; run: %s',
+                  runbook.heal_allocations(uuid).command, level='warning')
 
     def _block_device_info(self, instance):
         """The database's block device info of what spawn here was given.

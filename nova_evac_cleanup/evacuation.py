@@ -241,7 +241,7 @@ class Evacuation(object):
             leftovers.end(driver, entry, instance, self.made)
             return
         try:
-            ownership.release(entry)
+            ownership.release(entry, lives_here=True)
             for other in journal.entries(entry.host, instance.uuid):
                 journal.remove(other)
         except OSError:

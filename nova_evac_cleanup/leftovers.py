@@ -61,38 +61,35 @@ class EvacuationLeftoverKept(exception.NovaException):
                'on %(host)s: %(commands)s')
 
 
-def left_here(driver, entry, instance):
+def _left(driver, entry, instance):
     """The guest and the files (with their sizes) of ``entry`` here.
 
-    Files are the evacuation's only if it got as far as spawning and did
-    not find them on shared storage: before, what is in the directory is
-    another's; on shared storage, the server's own, which the next
-    evacuation uses.
+    Files are the evacuation's to look at only if it got as far as
+    spawning: before, what is in the directory is another's.
 
     :raises OSError: if the instance directory cannot be read
     """
+    present = guest.state(driver, instance)
     files = ownership.contents(ownership.instance_path(entry.instance_uuid))
-    if entry.shared or not entry.spawned:
-        files = {}
-    return guest.state(driver, instance), files
+    return present, files if entry.spawned else {}
 
 
 def end(driver, entry, instance, made=None):
     """The evacuation of ``entry`` ended without the instance here.
 
     Removes its journal entry if nothing of it is left, or records it as
-    kept. Never raises: on an error the entry stays as it is, which keeps
-    everything.
+    kept (on shared storage, the files are the server's own and are kept
+    with it). Never raises: on an error the entry stays as it is, which
+    keeps everything.
 
     :param made: see :func:`nova_evac_cleanup.ownership.proof`
     :returns: whether something of it is kept
     """
     try:
-        ownership.remove_if_empty(entry, made)
-        guest_left, files = left_here(driver, entry, instance)
-        shared_files = entry.shared and entry.spawned and (
-            ownership.contents(ownership.instance_path(instance.uuid)))
-        if not (guest_left or files or shared_files):
+        guest_left, files = _left(driver, entry, instance)
+        # The directory it made goes if only its marker is in it.
+        ownership.release(entry, made=made)
+        if not (guest_left or files):
             journal.remove(entry)
             return False
         entry.phase = journal.KEPT
@@ -107,13 +104,33 @@ def end(driver, entry, instance, made=None):
                     'next evacuation of the server to %s destroys it first',
                     entry.migration_uuid, entry.host, guest_left, entry.host,
                     instance_uuid=entry.instance_uuid)
-    elif files:
-        LOG.warning('Evacuation %s to %s ended and keeps its files: %s; the '
-                    'next evacuation of the server to %s is refused until '
-                    'they are removed by hand', entry.migration_uuid,
-                    entry.host, ownership.proof(entry, made)[1], entry.host,
+    elif not entry.shared:
+        LOG.warning('Evacuation %s to %s ended and keeps its files, not '
+                    'proven its own; the next evacuation of the server to %s '
+                    'is refused until they are removed by hand',
+                    entry.migration_uuid, entry.host, entry.host,
                     instance_uuid=entry.instance_uuid)
     return True
+
+
+def forget(context, entry, state):
+    """Remove the journal entry of an evacuation that needs no record.
+
+    Nothing of it is left here, or the instance lives here: its directory
+    is its own (the marker goes), and what nova's ``finish_evacuation``
+    left is done (this host may have died in it).
+
+    :raises OSError: if the directory or the entry could not be removed
+    """
+    instance = state.instance
+    lives_here = instance is not None and instance.host == entry.host
+    if lives_here:
+        ending.finish(context, instance, state.migration)
+    ownership.release(entry, lives_here)
+    journal.remove(entry)
+    LOG.info('Evacuation %s to %s: nothing of it needs a record here any '
+             'more: forgotten', entry.migration_uuid, entry.host,
+             instance_uuid=entry.instance_uuid)
 
 
 def commands(entry, instance, guest_left, files):
@@ -161,7 +178,7 @@ def clear_or_refuse(manager, context, instance, migration_uuid):
 
 
 def _clear(manager, context, instance, entry):
-    guest_left, files = left_here(manager.driver, entry, instance)
+    guest_left, files = _left(manager.driver, entry, instance)
     owned, _why = ownership.proof(entry)
     if guest_left or (files and owned):
         LOG.warning('Evacuation %s left a guest on %s: destroying it (%s) '
@@ -177,7 +194,10 @@ def _clear(manager, context, instance, entry):
             LOG.exception('Could not destroy what evacuation %s left on %s',
                           entry.migration_uuid, manager.host,
                           instance=instance)
-        guest_left, files = left_here(manager.driver, entry, instance)
+        guest_left, files = _left(manager.driver, entry, instance)
+    if entry.shared:
+        # The server's own disks: the evacuation uses them.
+        files = {}
     if guest_left or files:
         raise EvacuationLeftoverKept(
             host=manager.host, migration=entry.migration_uuid,

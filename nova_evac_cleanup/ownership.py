@@ -160,24 +160,17 @@ def proof(entry, made=None):
     return True, None
 
 
-def release(entry):
-    """The directory is the instance's own now: remove the marker.
+def release(entry, lives_here=False, made=None):
+    """Let go of the directory ``entry`` created: its marker goes.
 
-    :raises OSError: if the marker could not be removed
-    """
-    if entry.claim and os.path.lexists(os.path.join(entry.claim, MARKER)):
-        os.unlink(os.path.join(entry.claim, MARKER))
-        journal.fsync_directory(entry.claim)
+    If the instance lives here, the directory is its own and stays.
+    Otherwise it goes too if only the marker is in it (a failure before
+    spawn, a death right after the claim), and only with the proof taken
+    now: ``rmdir`` fails on a directory that is not empty, so no other
+    file is ever removed.
 
-
-def remove_if_empty(entry, made=None):
-    """Remove the directory ``entry`` created, if only its marker is in it.
-
-    A failure before spawn, or a death right after the claim, leaves it
-    so. Never removes a file other than the marker: ``rmdir`` fails on a
-    directory that is not empty.
-
-    :returns: True if no directory of the claim is left
+    :param made: see :func:`proof`
+    :returns: True if the evacuation keeps no directory here
     :raises OSError: if it could not be read or removed
     """
     path = entry.claim
@@ -187,15 +180,14 @@ def remove_if_empty(entry, made=None):
         names = os.listdir(path)
     except FileNotFoundError:
         return True
-    if set(names) - {MARKER}:
+    if not lives_here and (set(names) - {MARKER} or
+                           names and not proof(entry, made)[0]):
         return False
-    if names:
-        owned, _why = proof(entry, made)
-        if not owned:
-            return False
+    if MARKER in names:
         os.unlink(os.path.join(path, MARKER))
-    os.rmdir(path)
-    journal.fsync_directory(os.path.dirname(path))
+    if not lives_here:
+        os.rmdir(path)
+    journal.fsync_directory(path if lives_here else os.path.dirname(path))
     return True
 
 

@@ -68,10 +68,10 @@ ENDABLE = RUNNING + ('completed', 'failed')
 State = collections.namedtuple('State', 'instance migration moves faulted',
                                defaults=(False,))
 #: What is on this host: the guest (None, 'running', 'defined'), the
-#: files of the instance directory with their sizes (its ownership marker
-#: aside), this host's allocations by provider, and whether those files
-#: are the evacuation's own (:func:`nova_evac_cleanup.ownership.proof`).
-Left = collections.namedtuple('Left', 'guest files allocations owned')
+#: instance directory and its files with their sizes (its ownership
+#: marker aside), this host's allocations by provider, and whether those
+#: files are the evacuation's own (:func:`nova_evac_cleanup.ownership.proof`).
+Left = collections.namedtuple('Left', 'guest path files allocations owned')
 Verdict = collections.namedtuple('Verdict', 'decision kind reason')
 
 _INSTANCE_ATTRS = ['info_cache', 'flavor', 'migration_context']
@@ -122,12 +122,13 @@ def left_here(manager, context, instance, entry, host_nodes):
     Reads the hypervisor, one listing of the instance directory, the
     ownership marker and placement.
     """
-    files = ownership.contents(ownership.instance_path(instance.uuid))
-    return Left(guest.state(manager.driver, instance), files,
-                allocations_here(manager, context, instance.uuid,
-                                 host_nodes),
-                bool(files and entry is not None and
-                     ownership.proof(entry)[0]))
+    allocations = allocations_here(manager, context, instance.uuid,
+                                   host_nodes)
+    path = ownership.instance_path(instance.uuid)
+    files = ownership.contents(path)
+    owned = bool(files and entry is not None and ownership.proof(entry)[0])
+    return Left(guest.state(manager.driver, instance), path, files,
+                allocations, owned)
 
 
 def _elsewhere(host, state):

@@ -33,7 +33,6 @@ from oslo_log import log as logging
 from nova_evac_cleanup import ending as endings
 from nova_evac_cleanup import journal
 from nova_evac_cleanup import leftovers
-from nova_evac_cleanup import ownership
 from nova_evac_cleanup import ports
 from nova_evac_cleanup import rule
 from nova_evac_cleanup import runbook
@@ -116,7 +115,11 @@ def settle(manager, context, entry, host_nodes, act=True, ending=None):
     """
     finding = examine(manager, context, host_nodes, entry)
     decision, state = finding.verdict.decision, finding.state
-    if act and decision == rule.END:
+    if not act or decision == rule.KEEP:
+        _log(finding, act)
+    elif decision == rule.FORGET:
+        leftovers.forget(context, entry, state)
+    else:
         ending = ending or endings.Ending(
             manager, context, entry,
             lambda: journal.write(entry, durable=True))
@@ -129,54 +132,7 @@ def settle(manager, context, entry, host_nodes, act=True, ending=None):
                           ending.made)
             ports.report_away(manager, context, state.instance,
                               'evacuation to %s ended' % manager.host)
-            _report_missing_allocation(manager, context, entry)
-        return finding
-    if act and decision == rule.FORGET:
-        forget(context, entry, state)
-        return finding
-    _log(finding, act)
     return finding
-
-
-def forget(context, entry, state):
-    """Remove the journal entry of an evacuation that needs no record.
-
-    Nothing of it is left here, or the instance lives here: its directory
-    is its own (the marker goes), and what nova's ``finish_evacuation``
-    left is done (this host may have died in it).
-    """
-    instance = state.instance
-    if instance is not None and instance.host == entry.host:
-        endings.finish(context, instance, state.migration)
-        ownership.release(entry)
-    else:
-        # The directory it made, if only its marker is left in it.
-        ownership.remove_if_empty(entry)
-    journal.remove(entry)
-    LOG.info('Evacuation %s to %s: nothing of it needs a record here any '
-             'more: forgotten', entry.migration_uuid, entry.host,
-             instance_uuid=entry.instance_uuid)
-
-
-def _report_missing_allocation(manager, context, entry):
-    """Say how to heal the instance's allocation if none is left.
-
-    A source that came back first removed its own, taking the evacuation
-    for done. Only ``nova-manage placement heal_allocations`` knows every
-    resource an instance consumes; it needs the API database.
-    """
-    try:
-        if manager.reportclient.get_allocs_for_consumer(
-                context, entry.instance_uuid).get('allocations'):
-            return
-    except Exception:
-        LOG.exception('Could not read the allocations of %s',
-                      entry.instance_uuid)
-        return
-    LOG.warning('Evacuation %s to %s: the instance has no allocation left; '
-                'run: %s', entry.migration_uuid, entry.host,
-                runbook.heal_allocations(entry.instance_uuid).command,
-                instance_uuid=entry.instance_uuid)
 
 
 def commands(finding):
@@ -190,8 +146,7 @@ def commands(finding):
         finding.host, instance.uuid, instance.name,
         task_stuck=instance.task_state in task_states.rebuild_states,
         guest=left.guest,
-        instance_dir=(ownership.instance_path(instance.uuid)
-                      if left.files and not shared else None),
+        instance_dir=left.path if left.files and not shared else None,
         shared_with=instance.host, providers=left.allocations)
     return [step.command for step in steps]
 

@@ -171,31 +171,33 @@ class TestClaim(test_journal.JournalTestCase):
         self.claim(entry)
         with open(os.path.join(self.path, 'disk'), 'w') as f:
             f.write('x')
-        self.assertFalse(ownership.remove_if_empty(entry))
+        self.assertFalse(ownership.release(entry))
         self.assertEqual(sorted(['disk', ownership.MARKER]),
                          sorted(os.listdir(self.path)))
         os.unlink(os.path.join(self.path, 'disk'))
-        self.assertTrue(ownership.remove_if_empty(entry))
+        self.assertTrue(ownership.release(entry))
         self.assertFalse(os.path.exists(self.path))
-        self.assertTrue(ownership.remove_if_empty(entry))
+        self.assertTrue(ownership.release(entry))
 
     def test_died_between_mkdir_and_marker(self):
         """An empty directory the claim recorded goes; nothing else."""
         entry = self.entry()
         entry.claim = self.path
         os.makedirs(self.path)
-        self.assertTrue(ownership.remove_if_empty(entry))
+        self.assertTrue(ownership.release(entry))
         self.assertFalse(os.path.exists(self.path))
         unclaimed = self.entry()
         os.makedirs(self.path)
-        self.assertTrue(ownership.remove_if_empty(unclaimed))
+        self.assertTrue(ownership.release(unclaimed))
         self.assertTrue(os.path.exists(self.path))
 
     def test_release_keeps_the_directory(self):
         entry = self.entry()
         self.claim(entry)
-        ownership.release(entry)
-        self.assertEqual([], os.listdir(self.path))
+        with open(os.path.join(self.path, 'disk'), 'w') as f:
+            f.write('x')
+        self.assertTrue(ownership.release(entry, lives_here=True))
+        self.assertEqual(['disk'], os.listdir(self.path))
 
     def test_contents_without_a_walk(self):
         os.makedirs(os.path.join(self.path, 'sub'))

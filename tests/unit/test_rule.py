@@ -26,8 +26,9 @@ from nova_evac_cleanup import journal
 from nova_evac_cleanup import rule
 
 HOST = 'compute1'
-NOTHING = rule.Left(None, {}, {}, False)
-GUEST = rule.Left('running', {}, {}, False)
+PATH = '/var/lib/nova/instances/uuid'
+NOTHING = rule.Left(None, PATH, {}, {}, False)
+GUEST = rule.Left('running', PATH, {}, {}, False)
 
 
 def _migration(id_, status, uuid=None, type_='evacuation'):
@@ -129,7 +130,7 @@ class TestDecide(test.NoDBTestCase):
         self.assertEqual(rule.FORGET, self.decide(
             error, failed, left=NOTHING).decision)
         # The server's own files on shared storage are only kept.
-        shared = rule.Left(None, {'disk': 1}, {}, False)
+        shared = rule.Left(None, PATH, {'disk': 1}, {}, False)
         self.assertEqual(rule.KEEP, self.decide(
             error, failed, left=shared).decision)
         # An operator's reset of the server: kept.
