@@ -138,15 +138,18 @@ class Ending(object):
     :param network_info: and ``block_device_info``: what spawn was given;
         None for what the database says (the instance's info cache, the
         volumes the evacuation attached here)
+    :param error: the error that failed it, in the process that saw it:
+        the fault; None for one found in the journal
     """
 
     def __init__(self, manager, context, entry, record, made=None,
-                 network_info=None, block_device_info=None):
+                 network_info=None, block_device_info=None, error=None):
         self.manager, self.context, self.entry = manager, context, entry
         self.host = manager.host
         self.record, self.made = record, made
         self.network_info = network_info
         self.block_device_info = block_device_info
+        self.error = error
         #: what was done, and what failed: sentences
         self.done, self.errors = [], []
 
@@ -271,9 +274,9 @@ class Ending(object):
         if state.faulted:
             return None
         error = self.entry.error
-        add_fault(self.context, state.instance,
-                  EvacuationFailedThenInterrupted(host=self.host, error=error)
-                  if error else EvacuationInterrupted(host=self.host))
+        add_fault(self.context, state.instance, self.error or (
+            EvacuationFailedThenInterrupted(host=self.host, error=error)
+            if error else EvacuationInterrupted(host=self.host)))
         return 'recorded the fault'
 
     # The ending.

@@ -87,7 +87,7 @@ class Evacuation(object):
             manager, self.context, self.entry,
             lambda: self.journal(durable=True), made=self.made,
             network_info=self.network_info,
-            block_device_info=self.block_device_info)
+            block_device_info=self.block_device_info, error=self.error)
 
     # The failure handler: what the manager calls when it failed.
 

@@ -224,7 +224,11 @@ def _ours(entry, state, left, keep, journaled):
             'nova ended the failed evacuation' if migration.status ==
             'failed' else 'running the evacuation'))
     if task is None and (migration.status == 'failed' or entry.error):
-        if journaled and instance.vm_state == vm_states.ERROR and (
+        # ERROR by nova's handler, or its handler never ran (an error in
+        # its decorators): the migration then still runs, and nova's
+        # conductor would take it for the next evacuation's own.
+        if journaled and (instance.vm_state == vm_states.ERROR or
+                          migration.status in RUNNING) and (
                 left.guest and 'destroy' not in entry.done or
                 left.allocations or left.owned or
                 migration.status in RUNNING or (

@@ -148,6 +148,24 @@ class TestDecide(test.NoDBTestCase):
         self.assertEqual(rule.FORGET, self.decide(
             error, running, left=NOTHING).decision)
 
+    def test_failed_before_nova_rebuild_code_began(self):
+        """explore: evacuate, InstanceActionEvent.event_start#1, raise.
+
+        The error came from nova's decorators, before its rebuild code:
+        its handler never ran. The migration is still accepted, the server
+        ACTIVE with its task state reverted, the allocation still here.
+        Left so, nova's conductor takes that migration for the next
+        evacuation's, whose own stays accepted for ever.
+        """
+        active = _instance(task_state=None, migration_id=None)
+        claimed = rule.Left(None, PATH, {}, {uuids.node: {'VCPU': 1}}, False)
+        self.assertEqual((rule.END, 'failed-leftover'), self.decide(
+            active, _migration(1, 'accepted'), left=claimed,
+            entry=_entry(error='InjectedFault: boom'))[:2])
+        # Without an error this host saw: an operator's reset, kept.
+        self.assertEqual(rule.KEEP, self.decide(
+            active, _migration(1, 'accepted'), left=claimed).decision)
+
     def test_volumes_not_released(self):
         """The failure handler could not release the volume connections."""
         error = _instance(task_state=None, vm_state=vm_states.ERROR,
