@@ -63,6 +63,7 @@ from oslo_log import log as logging
 
 from nova_evac_cleanup import guest
 from nova_evac_cleanup import journal
+from nova_evac_cleanup import nova_support
 from nova_evac_cleanup import ownership
 from nova_evac_cleanup import rule
 from nova_evac_cleanup import runbook
@@ -238,14 +239,21 @@ class Ending(object):
                                               self.entry.instance_uuid))
         if not bdms:
             return None
-        self.manager._terminate_volume_connections(
-            self.context, state.instance, bdms)
+        commands = ' && '.join(runbook.refresh_volumes(
+            state.instance.host, state.instance.uuid,
+            [bdm.volume_id for bdm in bdms]))
+        try:
+            terminate = nova_support.helper(self.manager,
+                                            '_terminate_volume_connections')
+        except nova_support.HelperChanged as error:
+            self._log('cannot release the connections of its volumes here '
+                      '(%s); once checked, run: %s', error, commands,
+                      level='error', instance=state.instance)
+            return None
+        terminate(self.context, state.instance, bdms)
         self._log('its volumes are reserved for the server; nova-evac-'
                   'cleanup on %s connects them there again as it runs; '
-                  'without it, run: %s', state.instance.host, ' && '.join(
-                      runbook.refresh_volumes(
-                          state.instance.host, state.instance.uuid,
-                          [bdm.volume_id for bdm in bdms])),
+                  'without it, run: %s', state.instance.host, commands,
                   level='warning', instance=state.instance)
         return 'released the connections of volumes %s here' % ', '.join(
             bdm.volume_id for bdm in bdms)
@@ -431,8 +439,14 @@ class Ending(object):
         Without the volumes the evacuation did not attach here: their
         connection info is the source's.
         """
-        info = self.manager._get_instance_block_device_info(
-            self.context, instance)
+        try:
+            info = nova_support.helper(
+                self.manager, '_get_instance_block_device_info')(
+                    self.context, instance)
+        except nova_support.HelperChanged as error:
+            LOG.error('Destroying the guest without its volumes: %s', error,
+                      instance=instance)
+            return None
         return dict(info, block_device_mapping=[
             bdm for bdm in info['block_device_mapping']
             if self.entry.spawned and _made(self.entry, bdm['volume_id'],

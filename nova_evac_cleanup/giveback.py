@@ -43,6 +43,7 @@ from nova.network import neutron
 from nova import objects
 from oslo_log import log as logging
 
+from nova_evac_cleanup import nova_support
 from nova_evac_cleanup import ports as port_bindings
 from nova_evac_cleanup import runbook
 
@@ -226,10 +227,12 @@ def connect(manager, context, instance, bdm):
     read is gone (NotFound): left to the operation that replaced it.
     """
     try:
-        manager._update_volume_attachments(context, instance, [bdm])
-        manager._get_instance_block_device_info(
+        nova_support.helper(manager, '_update_volume_attachments')(
+            context, instance, [bdm])
+        nova_support.helper(manager, '_get_instance_block_device_info')(
             context, instance, refresh_conn_info=True, bdms=[bdm])
-        manager._complete_volume_attachments(context, [bdm])
+        nova_support.helper(manager, '_complete_volume_attachments')(
+            context, [bdm])
     except exception.VolumeAttachmentNotFound:
         LOG.warning('Volume %s: attachment %s was replaced since it was '
                     'read; left to the operation that replaced it',

@@ -93,6 +93,11 @@ class EvacuateCleanupMixin(object):
         self._watch_finish = self._cleanup_runs and not self._say(
             nova_support.finish_problem(), 'an evacuation that fails in it '
             'is ended by nova alone')
+        if self._cleanup_runs:
+            self._say('; '.join(nova_support.helper_problems()), 'what '
+                      'needs them (the volume connections of a failed '
+                      'evacuation, the source\'s give-back of its volumes '
+                      'and ports) logs the commands to run by hand')
 
     def _say(self, problem, consequence):
         """Log one error for a degraded mode; whether there is one."""

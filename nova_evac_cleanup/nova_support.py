@@ -19,7 +19,8 @@ nova's ``ComputeManager``, and watches two calls that nova makes during
 an evacuation: the driver's ``spawn`` and the resource tracker's
 ``finish_evacuation`` (:meth:`~nova_evac_cleanup.manager.
 EvacuateCleanupMixin._watch`). It reads no frame and no bytecode: what
-it relies on is the parameters of those methods, checked here with
+it relies on is the parameters of those methods, and of the private
+helpers of nova it calls (:data:`HELPERS`), checked here with
 ``inspect.signature``.
 
 Nothing here stops nova-compute from starting, and no degraded mode
@@ -27,7 +28,8 @@ falls below the cleanup of a failed spawn, since nova's own behaviour is
 the bug. A nova whose hooked methods changed, or that carries this
 project's patch series already, gets one error and runs as nova's own
 (:func:`problems`): the hooks cannot be trusted there, or the series
-cleans up itself. A release outside the range ``requirements.txt``
+cleans up itself. A changed private helper gets one error, and the part
+that calls it logs its commands instead (:func:`helper`). A release outside the range ``requirements.txt``
 states, or package metadata that cannot be read, gets one error and the
 cleanup all the same (:func:`release_problem`); on the releases whose
 libvirt driver deletes the instance's vTPM secret with its disks, the
@@ -36,11 +38,13 @@ tests compare the same signatures, so a nova update that changes them is
 caught before it ships.
 """
 
+import functools
 from importlib import metadata
 import inspect
 
 from nova.compute import manager as nova_manager
 from nova.compute import resource_tracker
+from nova.network import neutron
 from nova import safe_utils
 from nova import version
 from nova.virt import driver as virt_driver
@@ -104,6 +108,70 @@ SPAWN_ARGUMENTS = ('context', 'instance', 'network_info',
                    'block_device_info')
 #: The resource tracker's ``finish_evacuation``, as nova 31 to 34 define it.
 FINISH_EVACUATION = ('self', 'instance', 'node', 'migration')
+
+
+#: nova's private helpers the package calls, with their parameters as
+#: nova 31 to 34 define them: a nova that renamed or changed one would
+#: break the part that calls it at run time, silently. Checked at start-up
+#: (:func:`helper_problems`) and at each call (:func:`helper`).
+HELPERS = {
+    # The volume connections a failed evacuation made, released; the
+    # source's give-back connecting them there again.
+    '_terminate_volume_connections': (
+        nova_manager.ComputeManager, ('self', 'context', 'instance', 'bdms')),
+    '_get_instance_block_device_info': (
+        nova_manager.ComputeManager,
+        ('self', 'context', 'instance', 'refresh_conn_info', 'bdms')),
+    '_update_volume_attachments': (
+        nova_manager.ComputeManager, ('self', 'context', 'instance', 'bdms')),
+    '_complete_volume_attachments': (
+        nova_manager.ComputeManager, ('self', 'context', 'bdms')),
+    # The source's give-back binding a port with a PCI device or a
+    # resource request there again.
+    '_get_port_pci_dev': (neutron.API, ('self', 'instance', 'port')),
+    '_get_pci_device_profile': (neutron.API, ('self', 'pci_dev')),
+    '_has_resource_request': (
+        neutron.API, ('self', 'context', 'port', 'neutron')),
+    '_get_binding_profile_allocation': (
+        neutron.API, ('self', 'context', 'port', 'neutron',
+                      'resource_provider_mapping')),
+}
+
+
+class HelperChanged(Exception):
+    """This nova lacks a private helper the package calls, or changed it."""
+
+
+@functools.lru_cache()
+def _changed_helpers():
+    """Why each private helper this nova lacks or changed is, by name."""
+    result = {}
+    for name, (owner, expected) in HELPERS.items():
+        method = getattr(owner, name, None)
+        found = None if method is None else _parameters(method)
+        if found != expected:
+            result[name] = '%s.%s(%s) expected, %s found' % (
+                owner.__name__, name, ', '.join(expected),
+                'no such method' if found is None else
+                '(%s)' % ', '.join(found))
+    return result
+
+
+def helper_problems():
+    """The private helpers this nova lacks or changed, as sentences."""
+    return [why for _name, why in sorted(_changed_helpers().items())]
+
+
+def helper(obj, name):
+    """``obj``'s private nova helper ``name`` (one of :data:`HELPERS`).
+
+    :raises HelperChanged: this nova lacks it or changed its parameters
+        (the manager logged it at start-up): the caller's part degrades
+    """
+    why = _changed_helpers().get(name)
+    if why:
+        raise HelperChanged(why)
+    return getattr(obj, name)
 
 
 def _parameters(method):

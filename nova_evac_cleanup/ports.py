@@ -36,6 +36,7 @@ from nova import objects
 from nova.scheduler import utils as scheduler_utils
 from oslo_log import log as logging
 
+from nova_evac_cleanup import nova_support
 from nova_evac_cleanup import runbook
 
 LOG = logging.getLogger(__name__)
@@ -109,16 +110,19 @@ def binding(manager, context, instance, client, port, mappings):
     profile = dict(port.get('binding:profile') or {})
     profile.pop('migrating_to', None)
     if port.get('binding:vnic_type') in network_model.VNIC_TYPES_SRIOV:
-        device = api._get_port_pci_dev(instance, port)
+        device = nova_support.helper(api, '_get_port_pci_dev')(instance, port)
         if device:
-            profile.update(api._get_pci_device_profile(device))
-    if api._has_resource_request(context, port, client):
+            profile.update(nova_support.helper(
+                api, '_get_pci_device_profile')(device))
+    if nova_support.helper(api, '_has_resource_request')(
+            context, port, client):
         if isinstance(mappings, Exception) or not mappings:
             raise NoProvider(port=port['id'], host=manager.host,
                              error=mappings, command=runbook.heal_allocations(
                                  instance.uuid).command)
-        profile['allocation'] = api._get_binding_profile_allocation(
-            context, port, client, mappings)
+        profile['allocation'] = nova_support.helper(
+            api, '_get_binding_profile_allocation')(
+                context, port, client, mappings)
     return {'binding:host_id': manager.host, 'binding:profile': profile,
             'device_owner': 'compute:%s' % instance.availability_zone}
 

@@ -42,6 +42,7 @@ from oslo_utils.fixture import uuidsentinel as uuids
 from nova_evac_cleanup import conf
 from nova_evac_cleanup import ending
 from nova_evac_cleanup import journal
+from nova_evac_cleanup import nova_support
 from nova_evac_cleanup import ownership
 from nova_evac_cleanup import rule
 from nova_evac_cleanup import sweep
@@ -134,6 +135,17 @@ class EndingTestCase(test.TestCase):
             'block_device_mapping': []}
         return manager
 
+    def _volume_made_here(self):
+        """A data volume whose attachment the evacuation replaced."""
+        objects.BlockDeviceMapping(
+            self.context, instance_uuid=uuids.instance,
+            volume_id=uuids.volume, attachment_id=uuids.dest_attachment,
+            source_type='volume', destination_type='volume',
+            device_name='/dev/vdb', boot_index=None, volume_size=1,
+            connection_info='{}').create()
+        self.entry.detached = {uuids.volume: uuids.source_attachment}
+        journal.write(self.entry)
+
     def _task_state(self):
         return objects.Instance.get_by_uuid(
             self.context, uuids.instance).task_state
@@ -219,15 +231,7 @@ class TestEnd(EndingTestCase):
         Before, a failed destroy ended the sweep's ending before the
         volume connections were released.
         """
-        bdm = objects.BlockDeviceMapping(
-            self.context, instance_uuid=uuids.instance,
-            volume_id=uuids.volume, attachment_id=uuids.dest_attachment,
-            source_type='volume', destination_type='volume',
-            device_name='/dev/vdb', boot_index=None, volume_size=1,
-            connection_info='{}')
-        bdm.create()
-        self.entry.detached = {uuids.volume: uuids.source_attachment}
-        journal.write(self.entry)
+        self._volume_made_here()
         self.manager.driver.destroy.side_effect = Exception('libvirt down')
         self.manager.driver.power_off.side_effect = self._power_off
 
@@ -272,6 +276,27 @@ class TestEnd(EndingTestCase):
         self.manager.driver.get_info.side_effect = (
             lambda instance: hardware.InstanceInfo(
                 state=power_state.SHUTDOWN))
+
+    def test_a_nova_that_changed_its_helper_keeps_the_connections(self):
+        """Issue 41, item 2: the step degrades, the ending goes on.
+
+        A nova whose ``_terminate_volume_connections`` changed would fail
+        the step at each start, holding the server for ever: its commands
+        are logged instead, and the server released.
+        """
+        self._volume_made_here()
+        nova_support._changed_helpers.cache_clear()
+        self.addCleanup(nova_support._changed_helpers.cache_clear)
+
+        def renamed(self, context, instance, bdms, delete_attachment):
+            pass
+
+        with mock.patch.object(nova_manager.ComputeManager,
+                               '_terminate_volume_connections', renamed):
+            self.assertTrue(self.settle().ended)
+        self.manager._terminate_volume_connections.assert_not_called()
+        self.assertIn('nova-manage volume_attachment refresh',
+                      self.stdlog.logger.output)
 
     def test_left_alone_once_the_server_moved_on(self):
         """An HA tool evacuates the server while the sweep destroys."""

@@ -23,6 +23,7 @@ from unittest import mock
 import fixtures
 import nova.conf
 from nova import context
+from nova.network import neutron
 from nova import objects
 from nova import test
 from nova.tests.unit import fake_instance
@@ -284,6 +285,22 @@ class TestNovaSupport(test.NoDBTestCase):
         text = '; '.join(nova_support.problems(Drifted))
         self.assertIn('no such method', text)
         self.assertIn('(self, context, instance) found', text)
+
+    def test_private_helpers_match_installed_nova(self):
+        """Issue 41, item 2: every private nova helper called, checked."""
+        self.assertEqual([], nova_support.helper_problems())
+
+    def test_a_removed_helper_is_reported_and_refused(self):
+        """A nova that removed one: one sentence, and no call to it."""
+        nova_support._changed_helpers.cache_clear()
+        self.addCleanup(nova_support._changed_helpers.cache_clear)
+        with mock.patch.object(neutron.API, '_has_resource_request', None):
+            self.assertEqual(
+                ['API._has_resource_request(self, context, port, neutron) '
+                 'expected, no such method found'],
+                nova_support.helper_problems())
+            self.assertRaises(nova_support.HelperChanged, nova_support.helper,
+                              mock.Mock(), '_has_resource_request')
 
     def test_nova_release_outside_the_range(self):
         """Issue 27, item 3: the range requirements.txt states, enforced.
