@@ -949,6 +949,23 @@ class TestEndEvacuation(RebuildTestCase):
                               self._rebuild)
         self.assertEqual(1, self.mock_spawn.call_count)
 
+    def test_a_guest_that_still_runs_is_never_released_over(self):
+        """Neither destroyed nor powered off: the ending keeps its hold."""
+        self.mock_destroy.side_effect = DestroyFailed('destroy failed')
+
+        def spawn(*args, **kwargs):
+            self.mock_exists.return_value = True
+            raise SpawnFailed('spawn failed')
+
+        self.mock_spawn.side_effect = spawn
+        with mock.patch.object(self.driver, 'get_info', return_value=mock.Mock(
+                state=power_state.RUNNING)):
+            self.assertRaises(SpawnFailed, self._rebuild)
+        [entry] = journal.entries(self.compute.host)
+        self.assertEqual(journal.ENDING, entry.phase)
+        self.assertNotIn('destroy', entry.done)
+        self.assertIn('migration', entry.done)
+
     def test_nothing_left_forgets_the_entry(self):
         """The directory it made goes with its marker, then the entry."""
         self._fail_spawn()
