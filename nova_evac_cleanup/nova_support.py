@@ -29,13 +29,14 @@ the bug. A nova whose hooked methods changed, or that carries this
 project's patch series already, gets one error and runs as nova's own
 (:func:`problems`): the hooks cannot be trusted there, or the series
 cleans up itself. A changed private helper gets one error, and the part
-that calls it logs its commands instead (:func:`helper`). A release outside the range ``requirements.txt``
-states, or package metadata that cannot be read, gets one error and the
-cleanup all the same (:func:`release_problem`); on the releases whose
-libvirt driver deletes the instance's vTPM secret with its disks, the
-disks of an instance with a vTPM are kept (:func:`vtpm_hazard`). The unit
-tests compare the same signatures, so a nova update that changes them is
-caught before it ships.
+that calls it logs its commands instead (:func:`helper`). A release
+outside the range ``requirements.txt`` states, or package metadata that
+cannot be read, gets one error and the cleanup all the same
+(:func:`release_problem`); on the releases whose libvirt driver deletes
+the instance's vTPM secret with its disks, the disks of an instance with
+a vTPM are kept (:func:`vtpm_hazard`). The unit tests compare the same
+signatures, so a nova update that changes them is caught before it
+ships.
 """
 
 import functools
