@@ -19,10 +19,14 @@ from unittest import mock
 
 from neutronclient.common import exceptions as neutron_exceptions
 
+from nova.compute import manager as nova_manager
 from nova import exception
 from nova.network import neutron
 from nova import objects
+from nova.scheduler.client import report
 from nova import test
+from nova.virt import driver as virt_driver
+from nova.volume import cinder
 from oslo_serialization import jsonutils
 from oslo_utils.fixture import uuidsentinel as uuids
 
@@ -62,7 +66,18 @@ class _SourceTestCase(test.NoDBTestCase):
     def setUp(self):
         super().setUp()
         self.tries = giveback.Tries()
-        self.manager = mock.Mock(host=HOST)
+        # nova's own classes, autospecced: a call nova's API lacks fails.
+        self.manager = mock.create_autospec(nova_manager.ComputeManager,
+                                            instance=True)
+        self.manager.host = HOST
+        self.manager.network_api = mock.create_autospec(neutron.API,
+                                                        instance=True)
+        self.manager.volume_api = mock.create_autospec(cinder.API,
+                                                       instance=True)
+        self.manager.reportclient = mock.create_autospec(
+            report.SchedulerReportClient, instance=True)
+        self.manager.driver = mock.create_autospec(virt_driver.ComputeDriver,
+                                                   instance=True)
         self.context = mock.sentinel.context
         self.instance = objects.Instance(uuid=uuids.instance, host=HOST,
                                          node='node0', task_state=None)
@@ -73,10 +88,12 @@ class _SourceTestCase(test.NoDBTestCase):
                                         status='failed')
         self.useFixture(test.fixtures.MockPatchObject(
             objects.MigrationList, 'get_by_filters',
-            side_effect=lambda context, filters, **kwargs: [self.newest]))
+            side_effect=lambda context, filters, **kwargs:
+                objects.MigrationList(objects=[self.newest])))
         self.useFixture(test.fixtures.MockPatchObject(
             objects.InstanceList, 'get_by_filters',
-            return_value=[self.instance]))
+            side_effect=lambda *args, **kwargs:
+                objects.InstanceList(objects=[self.instance])))
         # The server as read again right before the updates.
         self.reread = self.instance
         self.useFixture(test.fixtures.MockPatchObject(
@@ -89,7 +106,8 @@ class _SourceTestCase(test.NoDBTestCase):
         self.bdms = []
         self.useFixture(test.fixtures.MockPatchObject(
             objects.BlockDeviceMappingList, 'get_by_instance_uuid',
-            side_effect=lambda context, uuid: self.bdms))
+            side_effect=lambda context, uuid:
+                objects.BlockDeviceMappingList(objects=self.bdms)))
 
 
 class TestGiveBack(_SourceTestCase):
