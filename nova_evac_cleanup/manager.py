@@ -23,10 +23,11 @@ or, on non-shared storage, takes the leftover directory for shared storage
 and boots the stale, partial disk.
 
 :class:`EvacuateCleanupMixin` destroys that guest right after the failed
-spawn. It hooks around nova's own methods and watches two of the calls
-nova makes (the driver's ``spawn``, the resource tracker's
-``finish_evacuation``): nova still runs every line of its rebuild code, so
-fixes nova makes there are kept. What it knows of a running evacuation is
+spawn. It hooks around nova's own methods and watches three of the
+calls nova makes (the driver's ``instance_on_disk`` and ``spawn``, the
+resource tracker's ``finish_evacuation``): nova still runs every line of
+its rebuild code, so fixes nova makes there are kept, and the answers it
+acts on are the cleanup's. What it knows of a running evacuation is
 :mod:`~nova_evac_cleanup.evacuation`; every evacuation that did not move
 the server here ends through :mod:`~nova_evac_cleanup.ending`, on the
 verdict of :mod:`~nova_evac_cleanup.rule`, whether it failed here, was cut
@@ -170,7 +171,7 @@ class EvacuateCleanupMixin(object):
             host_lock.release(self._host_lock)
             self._host_lock = None
 
-    # The watches: two calls nova makes, seen per evacuation.
+    # The watches: three calls nova makes, seen per evacuation.
 
     def _watch(self, owner, name, hook):
         """Have ``owner.name`` call ``hook(real, ...)``; done once.
@@ -210,6 +211,19 @@ class EvacuateCleanupMixin(object):
         evacuation.spawn = 'returned'
         return result
 
+    def _instance_on_disk(self, real, instance):
+        """nova's answer to "are the instance files shared?", noted.
+
+        nova asks its driver once, after an admin's ``onSharedStorage``
+        if any (which it checks against the answer), and evacuates on it:
+        the one answer the cleanup keeps or removes disks by.
+        """
+        answer = real(instance)
+        evacuation = self._evacuations.get(getattr(instance, 'uuid', None))
+        if evacuation is not None and evacuation.spawn is None:
+            evacuation.shared = answer
+        return answer
+
     def _finish_evacuation(self, real, instance, *args, **kwargs):
         """The resource tracker's finish_evacuation: end it if it fails."""
         evacuation = self._evacuations.get(instance.uuid)
@@ -246,6 +260,7 @@ class EvacuateCleanupMixin(object):
             lambda: self._take_lock(0))
         self._evacuations[instance.uuid] = evacuation
         self._watch(self.driver, 'spawn', self._spawn)
+        self._watch(self.driver, 'instance_on_disk', self._instance_on_disk)
         if self._watch_finish:
             self._watch(self.rt, 'finish_evacuation',
                         self._finish_evacuation)
@@ -282,16 +297,11 @@ class EvacuateCleanupMixin(object):
                                       **kwargs)
 
     def _do_rebuild_instance(self, context, instance, *args, **kwargs):
-        """Clear an earlier evacuation's leftovers; give nova its answer.
+        """Clear an earlier evacuation's leftovers, then run nova's code.
 
-        nova's answer to "are the instance files shared?" is asked here,
-        once, and handed to nova as ``on_shared_storage``: nova asks its
-        driver too and fails the evacuation before anything is created if
-        the two differ (a flapping share). An admin's ``onSharedStorage``
-        is passed on as it came: nova checks it the same way. A spawn that
-        failed, or an evacuation that failed after it, has its guest
-        destroyed before nova's handler runs, while nova's claim still
-        holds what it was made with.
+        A spawn that failed, or an evacuation that failed after it, has
+        its guest destroyed before nova's handler runs, while nova's claim
+        still holds what it was made with.
         """
         evacuation = self._evacuations.get(instance.uuid)
         named = nova_support.named('_do_rebuild_instance',
@@ -302,11 +312,8 @@ class EvacuateCleanupMixin(object):
         try:
             leftovers.clear_or_refuse(self, context, instance,
                                       evacuation.entry.migration_uuid)
-            if named['on_shared_storage'] is None:
-                named['on_shared_storage'] = self.driver.instance_on_disk(
-                    instance)
-            evacuation.shared = named['on_shared_storage']
-            return super()._do_rebuild_instance(**named)
+            return super()._do_rebuild_instance(context, instance, *args,
+                                                **kwargs)
         except Exception as error:
             with excutils.save_and_reraise_exception():
                 evacuation.failed(self, instance, error)

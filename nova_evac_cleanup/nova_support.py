@@ -15,10 +15,11 @@
 """The nova releases this project was written for, checked at start-up.
 
 The mixin overrides ``rebuild_instance`` and ``_do_rebuild_instance`` of
-nova's ``ComputeManager``, and watches two calls that nova makes during
-an evacuation: the driver's ``spawn`` and the resource tracker's
-``finish_evacuation`` (:meth:`~nova_evac_cleanup.manager.
-EvacuateCleanupMixin._watch`). It reads no frame and no bytecode: what
+nova's ``ComputeManager``, and watches three calls that nova makes
+during an evacuation: the driver's ``instance_on_disk`` and ``spawn``
+and the resource tracker's ``finish_evacuation``
+(:meth:`~nova_evac_cleanup.manager.EvacuateCleanupMixin._watch`). It
+reads no frame and no bytecode: what
 it relies on is the parameters of those methods, and of the private
 helpers of nova it calls (:data:`HELPERS`), checked here with
 ``inspect.signature``.
