@@ -179,11 +179,18 @@ class TestMasakariHostRecovery(base.DeploymentTestCase):
                 statuses.append((status, now))
                 d.progress('%s, %s: notification %s at %.1fs', mode,
                            recovery_method, status, now)
+            servers_now = [d.compute.server(sid) for sid in sids]
             # The first pass is over once the notification is in error;
-            # a poll can miss that when the retry starts at once.
+            # a poll can miss that when the retry starts at once (a poll
+            # of four API calls on a loaded machine outlasted the seven
+            # seconds between the two), so a server in ERROR whose
+            # evacuation has ended (no task state) ends it too.
             if first is None and (
                     status in ('error', 'failed') or
-                    [st for st, _ in statuses].count('running') > 1):
+                    [st for st, _ in statuses].count('running') > 1 or
+                    any(s['status'] == 'ERROR' and
+                        s['OS-EXT-STS:task_state'] is None
+                        for s in servers_now)):
                 # The first pass is over: what it left on evac-b, then
                 # the ports are free for Masakari's retry.
                 first = {sid: self.observe(base.DST, sid) for sid in sids}
@@ -194,7 +201,7 @@ class TestMasakariHostRecovery(base.DeploymentTestCase):
             if all_active_at is None and all(
                     s['status'] == 'ACTIVE' and
                     s['OS-EXT-SRV-ATTR:host'] == base.DST
-                    for s in map(d.compute.server, sids)):
+                    for s in servers_now):
                 all_active_at = now
             if status in ('finished', 'failed', 'ignored'):
                 break
