@@ -183,14 +183,19 @@ class TestMasakariHostRecovery(base.DeploymentTestCase):
             # The first pass is over once the notification is in error;
             # a poll can miss that when the retry starts at once (a poll
             # of four API calls on a loaded machine outlasted the seven
-            # seconds between the two), so a server in ERROR whose
-            # evacuation has ended (no task state) ends it too.
+            # seconds between the two), so every server settled (no task
+            # state; in ERROR, or moved to evac-b) with one in ERROR ends
+            # it too.
+            settled = all(
+                s['OS-EXT-STS:task_state'] is None and (
+                    s['status'] == 'ERROR' or
+                    s['OS-EXT-SRV-ATTR:host'] == base.DST)
+                for s in servers_now)
             if first is None and (
                     status in ('error', 'failed') or
                     [st for st, _ in statuses].count('running') > 1 or
-                    any(s['status'] == 'ERROR' and
-                        s['OS-EXT-STS:task_state'] is None
-                        for s in servers_now)):
+                    settled and any(s['status'] == 'ERROR'
+                                    for s in servers_now)):
                 # The first pass is over: what it left on evac-b, then
                 # the ports are free for Masakari's retry.
                 first = {sid: self.observe(base.DST, sid) for sid in sids}
