@@ -925,15 +925,18 @@ class TestEndEvacuation(RebuildTestCase):
         self.assertEqual(journal.BEGUN, entry.phase)
         self.assertTrue(entry.shared)
 
-    def test_kept_leftover_recorded(self):
+    def _guest_left_undestroyable(self):
+        """Spawn defines the guest, then fails; its destroy fails too."""
         self.mock_destroy.side_effect = DestroyFailed('destroy failed')
 
         def spawn(*args, **kwargs):
-            # The guest is defined here from now on.
             self.mock_exists.return_value = True
             raise SpawnFailed('spawn failed')
 
         self.mock_spawn.side_effect = spawn
+
+    def test_kept_leftover_recorded(self):
+        self._guest_left_undestroyable()
         with _running_until_powered_off(self.driver):
             self.assertRaises(SpawnFailed, self._rebuild)
             [entry] = journal.entries(self.compute.host)
@@ -947,13 +950,7 @@ class TestEndEvacuation(RebuildTestCase):
 
     def test_a_guest_that_still_runs_is_never_released_over(self):
         """Neither destroyed nor powered off: the ending keeps its hold."""
-        self.mock_destroy.side_effect = DestroyFailed('destroy failed')
-
-        def spawn(*args, **kwargs):
-            self.mock_exists.return_value = True
-            raise SpawnFailed('spawn failed')
-
-        self.mock_spawn.side_effect = spawn
+        self._guest_left_undestroyable()
         with mock.patch.object(self.driver, 'get_info', return_value=mock.Mock(
                 state=power_state.RUNNING)):
             self.assertRaises(SpawnFailed, self._rebuild)
