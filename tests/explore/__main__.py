@@ -337,8 +337,12 @@ def main(argv=None):
         return 2
     results = run_cells(cells, 1 if args.point else args.workers)
     seconds = time.monotonic() - started
-    if args.point:
-        for cell, result in zip(cells, results):
+    for cell, result in zip(cells, results):
+        if args.point or result['outcome'] not in ('held', 'kept'):
+            print('%s %s %s#%d %s %s: %s' % (
+                cell.storage, cell.scenario, cell.fault.name,
+                cell.fault.occurrence, cell.fault.kind, cell.order,
+                result['error'] or result['outcome']))
             for invariant, detail in result['broken']:
                 print('  broke %s: %s' % (invariant, detail))
     if args.results:
