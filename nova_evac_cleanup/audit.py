@@ -269,7 +269,7 @@ def _record_finding(manager, context, instance_uuid, host_nodes,
                           if m.dest_compute == manager.host), None)
     finding = sweep.examine(manager, context, host_nodes,
                             instance_uuid=instance_uuid,
-                            migration_id=migration and migration.id)
+                            migration_uuid=migration and migration.uuid)
     instance = finding.state.instance
     if (finding.verdict.decision != rule.KEEP or not _left_here(finding) or
             instance is None or instance.host == manager.host or any(

@@ -36,8 +36,8 @@ for shared storage and boots the stale, partial disk.
 
 When enabled, the guest is destroyed right after the failed spawn. Its disks
 are removed only when nova had established, before spawning, that they are
-not on shared storage, and the evacuation created the instance directory
-itself right before spawn and its ownership marker is still in it; disks on
+not on shared storage, and the instance directory was absent right before
+spawn and is still on the filesystem it was absent from; disks on
 a shared instance directory, RBD or volumes are never removed. The volume
 attachments the evacuation made for this host are replaced by reserved ones,
 and the ports are never bound from here: the server's source, when its
@@ -105,15 +105,13 @@ compare-and-swap on the task state). The instance is read again before each
 step and left alone if it moved on; the journal entry records each step
 done, so an ending killed half-way is finished at the next start (or by
 ``nova-evac-cleanup audit --delete``). Disks are removed only when the
-evacuation created the instance directory itself, found before spawn that
-the files are not on shared storage, and the directory still carries its
-ownership marker, naming the migration, this host and the directory's
-filesystem id and inode. Anything else (a state reset by an operator, a
+evacuation found before spawn that the files are not on shared storage and that
+the instance directory did not exist, and the directory is still on the
+filesystem it was absent from. Anything else (a state reset by an operator, a
 newer or running operation, leftovers of evacuations that failed, guests of
-instances hosted elsewhere) is only reported, with the commands to end it
-by hand; a leftover kept without proof also refuses the next evacuation of
-the server to this host. ``nova-evac-cleanup audit`` shows the same on
-demand.
+instances hosted elsewhere) is only reported, with the commands to end it by
+hand; a leftover kept without proof also refuses the next evacuation of the
+server to this host. ``nova-evac-cleanup audit`` shows the same on demand.
 
 With ``[evacuate_cleanup] enabled = False`` the sweep only reports, whatever
 this option says, and so it does when nova-compute starts without its host

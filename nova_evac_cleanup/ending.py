@@ -134,8 +134,6 @@ class Ending(object):
     :param record: writes the entry, after each step; raises if it could
         not (the sweep), or logs it (the failure handler, which goes on
         from memory)
-    :param made: the identity of the instance directory this process
-        created (:func:`nova_evac_cleanup.ownership.claim`)
     :param network_info: and ``block_device_info``: what spawn was given;
         None for what the database says (the instance's info cache, the
         volumes the evacuation attached here)
@@ -143,11 +141,11 @@ class Ending(object):
         the fault; None for one found in the journal
     """
 
-    def __init__(self, manager, context, entry, record, made=None,
-                 network_info=None, block_device_info=None, error=None):
+    def __init__(self, manager, context, entry, record, network_info=None,
+                 block_device_info=None, error=None):
         self.manager, self.context, self.entry = manager, context, entry
         self.host = manager.host
-        self.record, self.made = record, made
+        self.record = record
         self.network_info = network_info
         self.block_device_info = block_device_info
         self.error = error
@@ -198,7 +196,7 @@ class Ending(object):
             # Before spawn nothing here is its own.
             return None
         present = guest.state(self.manager.driver, instance)
-        owns, why = ownership.proof(self.entry, self.made)
+        owns, why = ownership.proof(self.entry)
         network_info = self.network_info
         if network_info is None:
             network_info = instance.get_network_info()
@@ -307,7 +305,7 @@ class Ending(object):
         except Exception:
             LOG.exception('Could not read the moves of %s', instance.uuid)
             return
-        if moves and moves[0].id == self.entry.migration_id:
+        if moves and moves[0].uuid == self.entry.migration_uuid:
             self._step('volumes', state)
 
     def end(self, state):
@@ -333,7 +331,7 @@ class Ending(object):
             if name in entry.done:
                 continue
             state = rule.read(self.context, entry.instance_uuid,
-                              entry.migration_id)
+                              entry.migration_uuid)
             if not rule.held(self.host, state):
                 self._log('changed while this host ended it (task state %s); '
                           'left alone from here on',
@@ -383,7 +381,7 @@ class Ending(object):
         try:
             self._save(instance, found, rule.HOLD)
             state = rule.read(self.context, instance.uuid,
-                              self.entry.migration_id)
+                              self.entry.migration_uuid)
             if not rule.held(self.host, state):
                 self._save(instance, rule.HOLD, found)
                 raise exception.UnexpectedTaskStateError(

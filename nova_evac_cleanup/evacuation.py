@@ -49,8 +49,6 @@ class Evacuation(object):
         self.migration = migration
         #: nova's answer to "shared?", handed to nova, which checks it
         self.shared = None
-        #: the identity of the instance directory it created here
-        self.made = None
         #: None, then 'entered', 'returned' or 'raised': the driver's spawn
         self.spawn = None
         self.network_info = self.block_device_info = None
@@ -85,7 +83,7 @@ class Evacuation(object):
         """Its :class:`~nova_evac_cleanup.ending.Ending`, from memory."""
         return ending.Ending(
             manager, self.context, self.entry,
-            lambda: self.journal(durable=True), made=self.made,
+            lambda: self.journal(durable=True),
             network_info=self.network_info,
             block_device_info=self.block_device_info, error=self.error)
 
@@ -140,7 +138,7 @@ class Evacuation(object):
         """
         try:
             state = rule.read(self.context, instance.uuid,
-                              self.entry.migration_id)
+                              self.entry.migration_uuid)
         except Exception:
             LOG.exception('Could not read the instance after its evacuation '
                           'to %s failed: powering its guest off',
@@ -185,15 +183,15 @@ class Evacuation(object):
                 rule.nodes(self.context, self.entry.host),
                 ending=self.ending(manager))
             if finding.verdict.decision == rule.KEEP:
-                leftovers.end(manager.driver, self.entry, instance,
-                              self.made)
+                leftovers.end(manager.driver, self.entry, instance)
         except Exception:
             LOG.exception('Could not end the failed evacuation to %s',
                           self.entry.host, instance=instance)
 
     def claim(self, instance):
-        """Record nova's answer; create the directory if not shared.
+        """Record nova's answer, and the directory spawn makes if its own.
 
+        Journaled, fsynced, before spawn (:mod:`nova_evac_cleanup.ownership`).
         A directory that exists already although nova found the files not
         on shared storage (a share that was unreachable when nova looked,
         or a leftover) turns the answer into "unknown": its disks are kept
@@ -207,41 +205,33 @@ class Evacuation(object):
                         'the files not on shared storage: they are kept',
                         path, instance=instance)
             entry.shared = None
-        if entry.shared is False:
-            # On a nova that would delete the vTPM secret with the disks,
-            # they are not the evacuation's to remove.
-            keep = nova_support.vtpm_hazard(instance)
-            if keep:
-                LOG.warning('The disks of the evacuation to %s are kept '
-                            'whatever happens: %s', entry.host, keep,
-                            instance=instance)
-            else:
-                entry.claim = path
-        self.journal(durable=True)
-        if entry.claim:
+        # On a nova that would delete the vTPM secret with the disks, they
+        # are not the evacuation's to remove.
+        keep = entry.shared is False and nova_support.vtpm_hazard(instance)
+        if keep:
+            LOG.warning('The disks of the evacuation to %s are kept whatever '
+                        'happens: %s', entry.host, keep, instance=instance)
+        elif entry.shared is False:
             try:
-                self.made = ownership.claim(entry)
-            except Exception as error:
-                LOG.warning('Could not create the instance directory %s (%s):'
-                            ' it is not the evacuation\'s', path, error,
-                            instance=instance)
+                entry.claim, entry.fsid = path, ownership.filesystem(path)
+            except OSError as error:
+                LOG.warning('Could not read where %s will be (%s): its disks '
+                            'are kept', path, error, instance=instance)
                 entry.claim, entry.shared = None, None
-                self.journal()
+        self.journal(durable=True)
 
     def end(self, driver, instance):
         """nova's rebuild code returned: end the journal entry.
 
-        If the instance is recorded here the directory is its own: the
-        marker goes, and so does every journal entry of the instance
-        here. Otherwise :func:`nova_evac_cleanup.leftovers.end` removes
-        the entry or records what is kept. Never raises.
+        If the instance is recorded here, every journal entry of the
+        instance here goes. Otherwise :func:`nova_evac_cleanup.leftovers.end`
+        removes the entry or records what is kept. Never raises.
         """
         entry = self.entry
         if instance.host != entry.host:
-            leftovers.end(driver, entry, instance, self.made)
+            leftovers.end(driver, entry, instance)
             return
         try:
-            ownership.release(entry, lives_here=True)
             for other in journal.entries(entry.host, instance.uuid):
                 journal.remove(other)
         except OSError:

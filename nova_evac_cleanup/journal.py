@@ -15,17 +15,18 @@
 """The record: what this host knows, on its own disk, of its evacuations.
 
 The start-up sweep and ``nova-evac-cleanup audit --delete`` may only act on
-proof that what they touch belongs to an evacuation this host ran; the
-database cannot give it (its records outlive the evacuation, and an
-instance moves on). So the evacuating compute keeps an **entry** per
-evacuation to this host, one file each in ``[evacuate_cleanup]
-journal_path`` on this host's local disk, from before nova's rebuild code
-runs until nothing of the evacuation is left here. ``spawned`` says it got
-as far as spawning (with nova's answer to "shared?" and the instance
-directory it created), ``phase`` how far its end got: ``begun`` (running),
-``ending`` and ``releasing`` (:mod:`nova_evac_cleanup.ending` holds the
-server; ``done`` lists its steps), ``kept`` (it ended, and left here what
-the cleanup keeps: :mod:`nova_evac_cleanup.leftovers`).
+proof that what they touch belongs to an evacuation this host ran; the database
+cannot give it (its records outlive the evacuation, and an instance moves on).
+So the evacuating compute keeps an **entry** per evacuation to this host, one
+file each in ``[evacuate_cleanup] journal_path`` on this host's local disk,
+from before nova's rebuild code runs until nothing of the evacuation is left
+here. ``spawned`` says it got as far as spawning (with nova's answer to
+"shared?" and, where it is the evacuation's, the instance directory spawn
+makes: :mod:`nova_evac_cleanup.ownership`), ``phase`` how far its end got:
+``begun`` (running), ``ending`` and ``releasing``
+(:mod:`nova_evac_cleanup.ending` holds the server; ``done`` lists its steps),
+``kept`` (it ended, and left here what the cleanup keeps:
+:mod:`nova_evac_cleanup.leftovers`).
 
 Every write is atomic (a new file renamed over the old one): after the
 process dies an entry is the old or the new one, never a torn one. The
@@ -33,7 +34,8 @@ writes that precede what a crash of the host could leave without a record
 are fsynced (``durable``). Reading tolerates anything else found in the
 directory: a file that is not an entry of this host is logged and skipped.
 Entries written by earlier versions (nested ``claim`` and ``ending``) are
-read too: a deployment upgrades with entries on disk.
+read too: a deployment upgrades with entries on disk. Their directories
+were proven by a marker in them, not by ``fsid``: their disks are kept.
 """
 
 import json
@@ -41,7 +43,6 @@ import os
 
 from oslo_config import cfg
 from oslo_log import log as logging
-from oslo_utils import fileutils
 import psutil
 
 CONF = cfg.CONF
@@ -55,24 +56,25 @@ PHASES = BEGUN, ENDING, RELEASING, KEPT = (
 class Entry(object):
     """One evacuation to this host, as its compute recorded it."""
 
-    FIELDS = ('host', 'instance_uuid', 'migration_uuid', 'migration_id',
-              'spawned', 'shared', 'claim', 'detached', 'error', 'phase',
-              'held_from', 'done')
+    FIELDS = ('host', 'instance_uuid', 'migration_uuid', 'spawned', 'shared',
+              'claim', 'fsid', 'detached', 'error', 'phase', 'held_from',
+              'done')
 
-    def __init__(self, host, instance_uuid, migration_uuid, migration_id,
-                 spawned=False, shared=None, claim=None, detached=None,
+    def __init__(self, host, instance_uuid, migration_uuid, spawned=False,
+                 shared=None, claim=None, fsid=None, detached=None,
                  error=None, phase=BEGUN, held_from=None, done=None):
         self.host = host
         self.instance_uuid = instance_uuid
         self.migration_uuid = migration_uuid
-        self.migration_id = migration_id
         #: whether it got as far as spawning: before, nothing on this host
         #: is its own (files found here are another's)
         self.spawned = spawned
         #: nova's answer before spawn: True, False or None (not known)
         self.shared = shared
-        #: the instance directory the evacuation creates, or None
+        #: the instance directory, absent before spawn, that spawn makes
         self.claim = claim
+        #: the id of the filesystem it was absent from
+        self.fsid = fsid
         #: the source's attachment of each volume nova began to replace
         self.detached = detached or {}
         #: the error that failed it, as this host first saw it
@@ -95,8 +97,8 @@ class Entry(object):
         if not isinstance(data, dict):
             raise ValueError('not a JSON object')
         missing = [name for name in ('host', 'instance_uuid',
-                                     'migration_uuid', 'migration_id')
-                   if not isinstance(data.get(name), (str, int))]
+                                     'migration_uuid')
+                   if not isinstance(data.get(name), str)]
         if missing:
             raise ValueError('no %s' % ', '.join(missing))
         data = dict(data)
@@ -160,7 +162,7 @@ def write(entry, durable=False):
     """
     path = _path(entry.host, entry.migration_uuid)
     directory = os.path.dirname(path)
-    fileutils.ensure_tree(directory)
+    os.makedirs(directory, exist_ok=True)
     temporary = path + '.tmp'
     with open(temporary, 'w') as stream:
         json.dump(entry.as_dict(), stream)
@@ -213,7 +215,7 @@ def problem(host):
     entry: a read-only filesystem or a full disk shows here.
     """
     try:
-        probe = Entry(host, '-', '.probe', 0)
+        probe = Entry(host, '-', '.probe')
         write(probe)
         remove(probe)
     except Exception as error:

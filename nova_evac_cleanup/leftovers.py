@@ -25,9 +25,9 @@ here is either nothing (its journal entry goes), or kept:
 * a guest the cleanup could not destroy is the evacuation's own: the
   next evacuation of the server to this host destroys it first, with its
   disks only where the ownership proof still holds;
-* files the evacuation found not shared, or could not tell, whose
-  directory no longer carries its ownership marker, are a leftover that
-  nova would take for shared storage, and boot, on the next evacuation.
+* files the evacuation found not shared, or could not tell, without the
+  ownership proof, are a leftover that nova would take for shared
+  storage, and boot, on the next evacuation.
   So the next evacuation of that server to this host is refused before
   anything is created (:func:`clear_or_refuse`), with a fault naming the
   leftover and the commands to clear it, until an operator has removed
@@ -74,21 +74,17 @@ def _left(driver, entry, instance):
     return present, files if entry.spawned else {}
 
 
-def end(driver, entry, instance, made=None):
+def end(driver, entry, instance):
     """The evacuation of ``entry`` ended without the instance here.
 
     Removes its journal entry if nothing of it is left, or records it as
     kept (on shared storage, the files are the server's own and are kept
     with it). Never raises: on an error the entry stays as it is, which
     keeps everything.
-
-    :param made: see :func:`nova_evac_cleanup.ownership.proof`
     :returns: whether something of it is kept
     """
     try:
         guest_left, files = _left(driver, entry, instance)
-        # The directory it made goes if only its marker is in it.
-        ownership.release(entry, made=made)
         if not (guest_left or files):
             journal.remove(entry)
             return False
@@ -116,17 +112,15 @@ def end(driver, entry, instance, made=None):
 def forget(context, entry, state):
     """Remove the journal entry of an evacuation that needs no record.
 
-    Nothing of it is left here, or the instance lives here: its directory
-    is its own (the marker goes), and what nova's ``finish_evacuation``
-    left is done (this host may have died in it).
+    Nothing of it is left here, or the instance lives here: what nova's
+    ``finish_evacuation`` left is done (this host may have died in it).
 
-    :raises OSError: if the directory or the entry could not be removed
+    :raises OSError: if the entry could not be removed
     """
     instance = state.instance
     lives_here = instance is not None and instance.host == entry.host
     if lives_here:
         ending.finish(context, instance, state.migration)
-    ownership.release(entry, lives_here)
     journal.remove(entry)
     LOG.info('Evacuation %s to %s: nothing of it needs a record here any '
              'more: forgotten', entry.migration_uuid, entry.host,

@@ -250,13 +250,12 @@ class EvacuateCleanupMixin(object):
                                    (context, instance) + args, kwargs)
         migration = named.get('migration')
         if not (self._cleanup_enabled() and named.get('recreate') and
-                migration is not None and migration.obj_attr_is_set('uuid')
-                and migration.obj_attr_is_set('id')):
+                migration is not None and migration.obj_attr_is_set('uuid')):
             return super().rebuild_instance(context, instance, *args,
                                             **kwargs)
         evacuation = evacuations.Evacuation(
-            context, journal.Entry(self.host, instance.uuid, migration.uuid,
-                                   migration.id), migration,
+            context, journal.Entry(self.host, instance.uuid, migration.uuid),
+            migration,
             lambda: self._take_lock(0))
         self._evacuations[instance.uuid] = evacuation
         self._watch(self.driver, 'spawn', self._spawn)

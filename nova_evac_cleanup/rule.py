@@ -68,8 +68,8 @@ ENDABLE = RUNNING + ('completed', 'failed')
 State = collections.namedtuple('State', 'instance migration moves faulted',
                                defaults=(False,))
 #: What is on this host: the guest (None, 'running', 'defined'), the
-#: instance directory and its files with their sizes (its ownership
-#: marker aside), this host's allocations by provider, and whether those
+#: instance directory and its files with their sizes, this host's
+#: allocations by provider, and whether those
 #: files are the evacuation's own (:func:`nova_evac_cleanup.ownership.proof`).
 Left = collections.namedtuple('Left', 'guest path files allocations owned')
 Verdict = collections.namedtuple('Verdict', 'decision kind reason')
@@ -77,7 +77,7 @@ Verdict = collections.namedtuple('Verdict', 'decision kind reason')
 _INSTANCE_ATTRS = ['info_cache', 'flavor', 'migration_context']
 
 
-def read(context, instance_uuid, migration_id=None):
+def read(context, instance_uuid, migration_uuid=None):
     """The instance (None once deleted), the migration, every move.
 
     Four queries.
@@ -91,7 +91,7 @@ def read(context, instance_uuid, migration_id=None):
     moves = list(objects.MigrationList.get_by_filters(
         context, {'instance_uuid': instance_uuid},
         sort_keys=['created_at', 'id'], sort_dirs=['desc', 'desc']))
-    migration = next((m for m in moves if m.id == migration_id), None)
+    migration = next((m for m in moves if m.uuid == migration_uuid), None)
     fault = objects.InstanceFault.get_latest_for_instance(context,
                                                           instance_uuid)
     return State(instance, migration, moves, bool(
@@ -119,8 +119,8 @@ def allocations_here(manager, context, instance_uuid, host_nodes):
 def left_here(manager, context, instance, entry, host_nodes):
     """What is on this host of the instance: a :data:`Left`.
 
-    Reads the hypervisor, one listing of the instance directory, the
-    ownership marker and placement.
+    Reads the hypervisor, one listing of the instance directory, its
+    filesystem and placement.
     """
     allocations = allocations_here(manager, context, instance.uuid,
                                    host_nodes)

@@ -58,11 +58,11 @@ class Finding(object):
 
 
 def examine(manager, context, host_nodes, entry=None, instance_uuid=None,
-            migration_id=None):
+            migration_uuid=None):
     """A :class:`Finding`: the state read, what is left here, the verdict."""
     uuid = instance_uuid or entry.instance_uuid
     state = rule.read(context, uuid,
-                      entry.migration_id if entry else migration_id)
+                      entry.migration_uuid if entry else migration_uuid)
     # A deleted instance is looked for here by its uuid.
     left = rule.left_here(manager, context, state.instance or
                           objects.Instance(uuid=uuid), entry, host_nodes)
@@ -128,8 +128,7 @@ def settle(manager, context, entry, host_nodes, act=True, ending=None):
         finally:
             finding.done, finding.errors = ending.done, ending.errors
         if finding.ended:
-            leftovers.end(manager.driver, entry, state.instance,
-                          ending.made)
+            leftovers.end(manager.driver, entry, state.instance)
             ports.report_away(manager, context, state.instance,
                               'evacuation to %s ended' % manager.host)
     return finding

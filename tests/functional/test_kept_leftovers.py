@@ -40,17 +40,16 @@ found on shared storage are the server's own: the next evacuation uses
 them, as before.
 """
 
-import os
 import shutil
 
 import fixtures
 
+from nova_evac_cleanup import journal
 from tests.functional import test_interrupted_evacuation as interrupted
 from tests.harness import fake_libvirt
 
 SOURCE = interrupted.SOURCE
 DEST = interrupted.DEST
-MARKER = '.nova-evac-cleanup'
 
 
 class _KeptLeftoverTest(interrupted._InterruptedEvacuationTest):
@@ -119,14 +118,20 @@ class NonSharedTest(_KeptLeftoverTest):
         self.assert_evacuates_on_a_fresh_disk(server)
 
     def test_sweep_without_proof(self):
-        """The marker is gone: the sweep destroys the guest, keeps files."""
+        """Another filesystem: the sweep destroys the guest, keeps files.
+
+        The journal says the directory was absent before spawn from
+        another filesystem than the one it is on now (a share mounted
+        over the instances path since).
+        """
         server = self._boot()
         self._fail_source()
         server, migration, block = self._interrupt_evacuation(
             server, 'wait_for_boot')
         self._end_held_spawn(block)
-        os.unlink(os.path.join(self.world.instance_dir(DEST, server['id']),
-                               MARKER))
+        [entry] = journal.entries(DEST)
+        entry.fsid += 1
+        journal.write(entry)
 
         self._restart_dest()
 

@@ -23,6 +23,7 @@ and report.
 """
 
 import json
+import os
 import shutil
 import threading
 
@@ -167,10 +168,11 @@ class RecoverySafetyTest(interrupted._InterruptedEvacuationTest):
     def test_share_mounted_since_keeps_the_files(self):
         """Scenario 3: the storage changed after the record was taken.
 
-        The evacuation found the files not shared and made compute1's
-        instance directory; since then a share was mounted over the
-        instances path, and the path now shows the source's directory. The
-        evacuation is ended, but the files there are not its own: kept.
+        The evacuation found the files not shared and compute1's instance
+        directory absent; since then a share was mounted over the instances
+        path (another filesystem id), and the path now shows the source's
+        directory. The evacuation is ended, but the files there are not its
+        own: kept.
         """
         server = self._boot()
         source_disk = self.world.disk_checksum(SOURCE, server['id'])
@@ -180,11 +182,22 @@ class RecoverySafetyTest(interrupted._InterruptedEvacuationTest):
         path = self.world.instance_dir(DEST, server['id'])
         shutil.rmtree(path)
         shutil.copytree(self.world.instance_dir(SOURCE, server['id']), path)
+        mounted, real_statvfs = os.path.dirname(path), os.statvfs
+
+        def statvfs(name):
+            found = real_statvfs(name)
+            if not str(name).startswith(mounted):
+                return found
+            return os.statvfs_result(tuple(found),
+                                     {'f_fsid': found.f_fsid + 1})
+
+        self.useFixture(fixtures.MonkeyPatch('os.statvfs', statvfs))
 
         self._restart_dest()
         self._end_held_spawn(block)
 
-        self.assert_ended(server, migration, kept='no ownership marker')
+        self.assert_ended(server, migration,
+                          kept='not on the filesystem it was absent from')
         self.assertEqual(source_disk,
                          self.world.disk_checksum(DEST, server['id']))
 

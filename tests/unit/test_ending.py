@@ -89,12 +89,13 @@ class EndingTestCase(test.TestCase):
             migration_id=self.migration.id, instance_uuid=uuids.instance,
             new_numa_topology=None, old_numa_topology=None)
         self.instance.save()
+        path = ownership.instance_path(uuids.instance)
         self.entry = journal.Entry(
-            HOST, uuids.instance, uuids.migration, self.migration.id,
-            spawned=True, shared=False,
-            claim=ownership.instance_path(uuids.instance))
+            HOST, uuids.instance, uuids.migration, spawned=True,
+            shared=False, claim=path, fsid=ownership.filesystem(path))
         journal.write(self.entry)
-        ownership.claim(self.entry)
+        # What spawn made: the directory, absent before, and a disk.
+        os.makedirs(path)
         with open(os.path.join(self.entry.claim, 'disk'), 'w') as disk:
             disk.write('partial')
 
@@ -319,7 +320,12 @@ class TestEnd(EndingTestCase):
             remove_provider_tree_from_instance_allocation.assert_not_called()
 
     def test_an_entry_of_the_previous_format_is_ended(self):
-        """Deployments upgrade with entries on disk (issue 40, item 3)."""
+        """Deployments upgrade with entries on disk (issue 40, item 3).
+
+        Its directory was proven by a marker in it, which this version
+        no longer reads: its disks are kept (and refuse the next
+        evacuation here until removed by hand).
+        """
         self.instance.task_state = rule.HOLD
         self.instance.save()
         old = {'host': HOST, 'instance_uuid': uuids.instance,
@@ -341,12 +347,13 @@ class TestEnd(EndingTestCase):
         self.assertEqual('pre-migrating', self._reload()[1].status)
         self.manager.driver.destroy.assert_called_once_with(
             self.context, mock.ANY, mock.ANY, block_device_info=mock.ANY,
-            destroy_disks=True)
+            destroy_disks=False)
         self.assertEqual(vm_states.ERROR, self._reload()[0].vm_state)
         fault = objects.InstanceFault.get_latest_for_instance(
             self.context, uuids.instance)
         self.assertIn('FakeLibvirtError: boom', fault.message)
-        self.assertEqual([], journal.entries(HOST))
+        [kept] = journal.entries(HOST)
+        self.assertEqual(journal.KEPT, kept.phase)
 
 
 class TestSettleUnderTheHold(EndingTestCase):
@@ -387,8 +394,8 @@ class TestSettleUnderTheHold(EndingTestCase):
         self.assertTrue(fault.message.startswith('FakeLibvirtError: boom'))
         # nova's own fault, from the evacuation on, is kept as it is.
         self.entry = journal.Entry(
-            HOST, uuids.instance, uuids.migration, self.migration.id,
-            spawned=True, shared=False, error='FakeLibvirtError: boom')
+            HOST, uuids.instance, uuids.migration, spawned=True,
+            shared=False, error='FakeLibvirtError: boom')
         self.assertFalse(self.settle().ended)
         self.assertEqual(fault.id, objects.InstanceFault.
                          get_latest_for_instance(self.context,
@@ -432,7 +439,7 @@ class TestSetStatus(EndingTestCase):
         whose start completed it between the two had its record rewritten
         to failed.
         """
-        state = rule.read(self.context, uuids.instance, self.migration.id)
+        state = rule.read(self.context, uuids.instance, uuids.migration)
         db_api.migration_update(self.context, self.migration.id,
                                 {'status': 'completed'})
         steps = ending.Ending(self.manager, self.context, self.entry,

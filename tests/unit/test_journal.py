@@ -50,8 +50,8 @@ class JournalTestCase(test.NoDBTestCase):
         self.path = os.path.join(self.instances, uuids.instance)
 
     def entry(self, shared=False, migration=uuids.migration):
-        return journal.Entry(HOST, uuids.instance, migration, 1,
-                             spawned=True, shared=shared)
+        return journal.Entry(HOST, uuids.instance, migration, spawned=True,
+                             shared=shared)
 
 
 class TestEntries(JournalTestCase):
@@ -141,7 +141,7 @@ class TestEntries(JournalTestCase):
                 stream.write(text)
         os.mkdir(os.path.join(directory, 'directory.json'))
         # Another host's entry, or one under another name.
-        other = journal.Entry('compute2', uuids.instance, uuids.other, 2)
+        other = journal.Entry('compute2', uuids.instance, uuids.other)
         with open(os.path.join(directory, uuids.other + '.json'),
                   'w') as stream:
             json.dump(other.as_dict(), stream)

@@ -322,6 +322,29 @@ class RebuildTestCase(test.NoDBTestCase):
 class TestEvacuateSpawnFailure(RebuildTestCase):
     """An evacuation whose spawn fails gets its guest destroyed."""
 
+    def test_the_driver_creates_the_instance_directory(self):
+        """As on stock nova: the driver knows it may clean it up.
+
+        Issue 41, item 4: the manager created the directory just before
+        spawn, so nova's libvirt driver found it existing, returned
+        ``created_instance_dir`` False and skipped its own cleanup of it
+        (nova's ``test_evacuate_failure_nonshared_instancedir``). Its
+        disks are still the evacuation's: the directory was absent before
+        spawn, on the filesystem it is on now.
+        """
+        path = os.path.join(self.instances, self.instance.uuid)
+        found = []
+
+        def spawn(*args, **kwargs):
+            found.append(os.path.lexists(path))
+            os.mkdir(path)
+            raise SpawnFailed('spawn failed')
+
+        self.mock_spawn.side_effect = spawn
+        self.assertRaises(SpawnFailed, self._rebuild)
+        self.assertEqual([False], found)
+        self.assert_destroyed(destroy_disks=True)
+
     def test_non_shared_storage_destroys_guest_and_disks(self):
         error = self._fail_spawn()
 
@@ -1027,8 +1050,9 @@ class TestWhatTheExplorerFound(RebuildTestCase):
 
         def spawn(*args, **kwargs):
             guest['here'] = True
-            open(os.path.join(self.instances, self.instance.uuid, 'disk'),
-                 'w').close()
+            path = os.path.join(self.instances, self.instance.uuid)
+            os.mkdir(path)
+            open(os.path.join(path, 'disk'), 'w').close()
             raise SpawnFailed('spawn failed')
 
         self.mock_spawn.side_effect = spawn
@@ -1390,8 +1414,6 @@ class TestWithoutJournal(RebuildTestCase):
         super().setUp()
         full = OSError(errno.ENOSPC, 'No space left on device')
         self.mock_write.side_effect = full
-        self.useFixture(test.fixtures.MockPatch(
-            'nova_evac_cleanup.ownership.json.dump', side_effect=full))
 
     def test_failed_spawn_cleaned_up(self):
         error = self._fail_spawn()

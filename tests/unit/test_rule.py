@@ -50,7 +50,7 @@ def _instance(task_state=task_states.REBUILD_SPAWNING, migration_id=1,
 
 
 def _entry(**kwargs):
-    return journal.Entry(HOST, uuids.instance, uuids.migration, 1, **kwargs)
+    return journal.Entry(HOST, uuids.instance, uuids.migration, **kwargs)
 
 
 class TestDecide(test.NoDBTestCase):
