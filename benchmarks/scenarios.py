@@ -50,6 +50,10 @@ from tests.harness import functional as base
 
 SOURCE = base.SOURCE
 DEST = base.DEST
+#: The second destination of the interleaved scenarios.
+OTHER = 'compute2'
+STOCK_MANAGER = 'nova.compute.manager.ComputeManager'
+FIXED_MANAGER = 'nova_evac_cleanup.manager.ComputeManager'
 POLL = 0.02
 TIMEOUT = 300
 
@@ -90,6 +94,81 @@ def per_instance_faults(world, faults):
         return exc
 
     world._enter_stage = enter_stage
+
+
+class OwnTime(object):
+    """Wall time in the project's own code, by destination.
+
+    A span opens on a green thread when it enters one of the project's
+    entry points; within it, what nova would do anyway and the driver's
+    destroy are marked off (:meth:`Scenarios._own_time`). Each moment of
+    the thread goes to the innermost mark: ``own`` is the project's code
+    with the calls it makes to nova's objects, placement and the database,
+    and the green threads that run while it waits on them (the conductor
+    doing its saves, but also the benchmark's own polling: an upper
+    bound); ``own_on_thread`` the same while the thread itself runs (a
+    lower bound: what is done for it elsewhere left out). ``nova`` and
+    ``destroy`` are left out of both.
+    """
+
+    def __init__(self):
+        self._threads = {}
+        self._spent = collections.defaultdict(collections.Counter)
+        self._previous = None
+
+    def trace(self):
+        """Follow the switches of green threads, until the returned undo."""
+        self._previous = greenlet.settrace(self._switched)
+        return lambda: greenlet.settrace(self._previous)
+
+    def _switched(self, event, args):
+        if event in ('switch', 'throw'):
+            origin, target = args
+            for thread, away in ((self._threads.get(origin), True),
+                                 (self._threads.get(target), False)):
+                if thread is not None:
+                    self._charge(thread)
+                    thread['away'] = away
+        if self._previous is not None:
+            self._previous(event, args)
+
+    def take(self, host):
+        """What was spent on ``host`` since the last take, by mark."""
+        return self._spent.pop(host, collections.Counter())
+
+    def wrap(self, mark, original):
+        """``original``, its time marked; an ``own`` one opens a span."""
+        @functools.wraps(original)
+        def wrapper(*args, **kwargs):
+            current = greenlet.getcurrent()
+            thread = self._threads.get(current)
+            if thread is None:
+                if mark != 'own':
+                    return original(*args, **kwargs)
+                # The project's entry points are the manager's methods.
+                thread = self._threads[current] = {
+                    'host': args[0].host, 'marks': [], 'away': False,
+                    'since': time.perf_counter()}
+            self._charge(thread)
+            thread['marks'].append(mark)
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self._charge(thread)
+                thread['marks'].pop()
+                if not thread['marks']:
+                    del self._threads[current]
+        return wrapper
+
+    def _charge(self, thread):
+        now = time.perf_counter()
+        if thread['marks']:
+            spent = self._spent[thread['host']]
+            mark = thread['marks'][-1]
+            spent[mark] += now - thread['since']
+            if not thread['away']:
+                spent[mark + '_on_thread'] += now - thread['since']
+        thread['since'] = now
 
 
 class Scenarios(base.EvacuateTestCase):
@@ -297,19 +376,17 @@ class Scenarios(base.EvacuateTestCase):
         on the destination's ``rebuild_instance`` thread (nova's cell
         database, and placement), and, on the fixed one, the time and the
         statements of the cleanup itself (``Ending.before_nova``,
-        ``Evacuation.after_nova``, ``Evacuation.end``).
+        ``Evacuation.after_nova``, ``Evacuation.end``) and the time in the
+        project's own code, the driver's destroy left out
+        (:class:`OwnTime`).
         """
         pairs, rounds = self.params['interleaved_pairs'], 2
-        other = 'compute2'
-        stock_manager = 'nova.compute.manager.ComputeManager'
-        fixed_manager = 'nova_evac_cleanup.manager.ComputeManager'
-        with fixtures.MonkeyPatch('nova.service.SERVICE_MANAGERS',
-                                  {'nova-compute': stock_manager}):
-            self.compute2 = self._start_compute(other)
-        uuids = self._boot_many(pairs * 2 * rounds)
+        self._start_other_stock()
+        uuids = iter(self._boot_many(pairs * 2 * rounds))
         self._fail_source()
         counters = self._count_statements()
         rebuilds = self._count_rebuilds(counters)
+        own = self._own_time()
         cleanup = collections.defaultdict(list)
         for path, original in (
                 ('nova_evac_cleanup.ending.Ending.before_nova',
@@ -321,55 +398,186 @@ class Scenarios(base.EvacuateTestCase):
             self.useFixture(fixtures.MonkeyPatch(
                 path, self._timed(original, cleanup, counters)))
         samples = []
-        fixed_host = DEST
-        for number in range(rounds):
-            if number:
-                # Swap: compute1 stock, compute2 fixed.
-                fixed_host = other
-                for host, path in ((DEST, stock_manager),
-                                   (other, fixed_manager)):
-                    with fixtures.MonkeyPatch(
-                            'nova.service.SERVICE_MANAGERS',
-                            {'nova-compute': path}):
-                        service = self.compute1 if host == DEST else \
-                            self.compute2
-                        restarted = self.restart_compute_service(service)
-                    if host == DEST:
-                        self.compute1 = restarted
-                    else:
-                        self.compute2 = restarted
-            batch = uuids[number * 2 * pairs:(number + 1) * 2 * pairs]
-            for i in range(pairs):
-                hosts = [fixed_host, DEST if fixed_host == other else other]
-                if i % 2:
-                    hosts.reverse()
-                for host, uuid in zip(hosts, batch[2 * i:2 * i + 2]):
-                    rebuilds[host] = {'statements': 0, 'done': False}
-                    del cleanup['seconds'][:], cleanup['statements'][:]
-                    self.world.inject_spawn_fault(host, 'wait_for_boot')
-                    started = time.perf_counter()
-                    self.admin_api.post_server_action(
-                        uuid, {'evacuate': {'host': host}})
-                    server = self._until(
-                        lambda: self._settled(uuid, 0), 'ERROR')
-                    seconds = time.perf_counter() - started
-                    # The destination's handler returns after the ERROR.
-                    deadline = time.monotonic() + 20
-                    while not rebuilds[host]['done'] and (
-                            time.monotonic() < deadline):
-                        time.sleep(POLL)
-                    if server['status'] != 'ERROR':
-                        self.fail('evacuation to %s did not fail' % host)
-                    samples.append({
-                        'round': number, 'fixed': host == fixed_host,
-                        'host': host, 'seconds': seconds,
-                        'sql': rebuilds[host]['statements'],
-                        'handler_ended': rebuilds[host]['done'],
-                        'cleanup_seconds': sum(cleanup['seconds']),
-                        'cleanup_sql': sum(cleanup['statements']),
-                        'left': bool(self.world.domain_state(host, uuid) or
-                                     self.world.files(host, uuid))})
+        for number, _, host, fixed in self._turns(pairs, rounds):
+            uuid = next(uuids)
+            rebuilds[host] = {'statements': 0, 'done': False}
+            own.take(host)
+            del cleanup['seconds'][:], cleanup['statements'][:]
+            self.world.inject_spawn_fault(host, 'wait_for_boot')
+            started = time.perf_counter()
+            self.admin_api.post_server_action(
+                uuid, {'evacuate': {'host': host}})
+            server = self._until(lambda: self._settled(uuid, 0), 'ERROR')
+            seconds = time.perf_counter() - started
+            self._until_handled(rebuilds[host])
+            if server['status'] != 'ERROR':
+                self.fail('evacuation to %s did not fail' % host)
+            spent = own.take(host)
+            samples.append({
+                'round': number, 'fixed': fixed,
+                'host': host, 'seconds': seconds,
+                'sql': rebuilds[host]['statements'],
+                'handler_ended': rebuilds[host]['done'],
+                'cleanup_seconds': sum(cleanup['seconds']),
+                'cleanup_sql': sum(cleanup['statements']),
+                'own_seconds': spent['own'],
+                'own_on_thread_seconds': spent['own_on_thread'],
+                'destroy_seconds': spent['destroy'],
+                'left': bool(self.world.domain_state(host, uuid) or
+                             self.world.files(host, uuid))})
         self.results['interleaved'] = samples
+
+    # 7. Success path, stock and fixed interleaved.
+
+    def test_success_interleaved(self):
+        """Successful evacuations to a stock and a fixed destination.
+
+        As :meth:`test_failure_interleaved`, with no fault: a slower
+        moment of the machine falls on both sides, which one nova per
+        side, minutes apart (section 1), cannot promise. Each evacuation
+        is of a fresh server from the dead source. The first pair of each
+        round is not recorded: the first evacuations after a (re)start
+        pay for what is loaded once. Per evacuation: wall time and the
+        process's CPU time from the API call to the server ACTIVE on the
+        destination, and to the destination's ``rebuild_instance``
+        returning (the fixed one ends its journal entry after nova made
+        the server ACTIVE); the driver calls on the destination; the SQL
+        statements on the handler's thread; the time in the project's own
+        code (:class:`OwnTime`).
+        """
+        pairs, rounds = self.params['success_pairs'], 2
+        self._start_other_stock()
+        uuids = iter(self._boot_many((pairs + 1) * 2 * rounds))
+        self._fail_source()
+        counters = self._count_statements()
+        rebuilds = self._count_rebuilds(counters)
+        own = self._own_time()
+        samples = []
+        for number, pair, host, fixed in self._turns(pairs + 1, rounds):
+            uuid = next(uuids)
+            rebuilds[host] = {'statements': 0, 'done': False}
+            own.take(host)
+            calls = self._calls(host)
+            cpu_started = time.process_time()
+            started = time.perf_counter()
+            self.admin_api.post_server_action(
+                uuid, {'evacuate': {'host': host}})
+            server = self._until(lambda: self._settled(uuid, 0), 'ACTIVE')
+            seconds = time.perf_counter() - started
+            cpu = time.process_time() - cpu_started
+            self._until_handled(rebuilds[host])
+            if (server['status'] != 'ACTIVE' or
+                    server['OS-EXT-SRV-ATTR:host'] != host):
+                self.fail('evacuation to %s failed: %s' % (
+                    host, server.get('fault')))
+            if not pair:
+                continue
+            ended = rebuilds[host].get('ended')
+            spent = own.take(host)
+            samples.append({
+                'round': number, 'fixed': fixed, 'host': host,
+                'seconds': seconds, 'cpu': cpu,
+                'ended_seconds': ended[0] - started if ended else None,
+                'ended_cpu': ended[1] - cpu_started if ended else None,
+                'calls': dict(self._calls(host) - calls),
+                'sql': rebuilds[host]['statements'],
+                'handler_ended': rebuilds[host]['done'],
+                'own_seconds': spent['own'],
+                'own_on_thread_seconds': spent['own_on_thread']})
+        self.results['success_interleaved'] = samples
+
+    # What 6 and 7 share.
+
+    def _start_other_stock(self):
+        """compute2, the second destination, on nova's own manager."""
+        with fixtures.MonkeyPatch('nova.service.SERVICE_MANAGERS',
+                                  {'nova-compute': STOCK_MANAGER}):
+            self.compute2 = self._start_compute(OTHER)
+
+    def _turns(self, pairs, rounds):
+        """The destinations in turn: (round, pair, host, fixed) tuples.
+
+        ``pairs`` pairs per round, one evacuation to each destination per
+        pair, the fixed one first in even pairs: a drift of the machine
+        falls on both. Before each round but the first both destinations
+        restart with the managers swapped (compute1 fixed in even
+        rounds): a host slower than the other shows as ratios on both
+        sides of 1.
+        """
+        for number in range(rounds):
+            fixed_host, stock_host = (DEST, OTHER) if number % 2 == 0 \
+                else (OTHER, DEST)
+            if number:
+                for host in (DEST, OTHER):
+                    self._restart_with(host, FIXED_MANAGER
+                                       if host == fixed_host
+                                       else STOCK_MANAGER)
+            for pair in range(pairs):
+                hosts = [fixed_host, stock_host]
+                if pair % 2:
+                    hosts.reverse()
+                for host in hosts:
+                    yield number, pair, host, host == fixed_host
+
+    def _restart_with(self, host, path):
+        """Restart a destination with the manager of class ``path``.
+
+        nova's helper hands the new service the old one's driver, for the
+        guests to survive: the hooks the project's manager set on it
+        (``_watch``) are taken off first, as a real restart starts a new
+        driver. Left on, a stock manager would run them.
+        """
+        name = 'compute1' if host == DEST else 'compute2'
+        service = getattr(self, name)
+        driver = service.manager.driver
+        for attr, value in list(vars(driver).items()):
+            if getattr(value, '_evacuation_hook', None) is not None:
+                delattr(driver, attr)
+        with fixtures.MonkeyPatch('nova.service.SERVICE_MANAGERS',
+                                  {'nova-compute': path}):
+            setattr(self, name, self.restart_compute_service(service))
+
+    def _until_handled(self, counts):
+        """Wait, 20 s at most, for the destination's handler to return.
+
+        It returns after the server reached its state: the next
+        evacuation must not overlap the end of this one.
+        """
+        deadline = time.monotonic() + 20
+        while not counts['done'] and time.monotonic() < deadline:
+            time.sleep(POLL)
+
+    def _own_time(self):
+        """Time the project's own code on the destinations: an OwnTime.
+
+        The mixin's methods nova calls open a span; nova's methods the
+        mixin calls back into (its rebuild, the resource tracker's
+        ``finish_evacuation``, the driver's ``spawn`` and
+        ``instance_on_disk``) are nova's work within it, the driver's
+        ``destroy`` the destroy's.
+        """
+        from nova.compute import manager as nova_manager
+        from nova.compute import resource_tracker
+        own = OwnTime()
+        marks = [(manager.EvacuateCleanupMixin, name, 'own')
+                 for name in ('rebuild_instance', '_do_rebuild_instance',
+                              '_detach_volume', '_spawn',
+                              '_instance_on_disk', '_finish_evacuation')]
+        marks += [(nova_manager.ComputeManager, name, 'nova')
+                  for name in ('rebuild_instance', '_do_rebuild_instance',
+                               '_detach_volume')]
+        marks += [(resource_tracker.ResourceTracker, 'finish_evacuation',
+                   'nova'),
+                  (fake_libvirt.FakeLibvirtDriver, 'spawn', 'nova'),
+                  (fake_libvirt.FakeLibvirtDriver, 'instance_on_disk',
+                   'nova'),
+                  (fake_libvirt.FakeLibvirtDriver, 'destroy', 'destroy')]
+        for owner, name, mark in marks:
+            self.useFixture(fixtures.MonkeyPatch(
+                '%s.%s.%s' % (owner.__module__, owner.__qualname__, name),
+                own.wrap(mark, getattr(owner, name))))
+        self.addCleanup(own.trace())
+        return own
 
     def _count_statements(self):
         """SQL statements per green thread: the counters being kept."""
@@ -415,6 +623,8 @@ class Scenarios(base.EvacuateTestCase):
                 finally:
                     counters[:] = [e for e in counters if e is not entry]
                     counts['done'] = True
+                    counts['ended'] = (time.perf_counter(),
+                                       time.process_time())
             return rebuild_instance
 
         from nova.compute import manager as nova_manager
