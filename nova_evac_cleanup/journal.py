@@ -208,19 +208,31 @@ def shared_filesystem(path):
     return kind if kind in _SHARED_TYPES else None
 
 
-def problem(host):
-    """Why the journal of ``host`` cannot be used, or None.
+def usable(host):
+    """Whether the journal of ``host`` can be written; logs why not.
 
     Creates the directory if it is missing, and writes and removes a probe
-    entry: a read-only filesystem or a full disk shows here.
+    entry: a read-only filesystem or a full disk shows here. A journal
+    other hosts may mount gets a warning.
     """
+    shared = shared_filesystem(CONF.evacuate_cleanup.journal_path)
+    if shared:
+        LOG.warning('[evacuate_cleanup] journal_path %s is on a %s '
+                    'filesystem, which other hosts may mount: it must be '
+                    'local to %s', CONF.evacuate_cleanup.journal_path, shared,
+                    host)
     try:
         probe = Entry(host, '-', '.probe')
         write(probe)
         remove(probe)
     except Exception as error:
-        return '%s: %s' % (_directory(host), error)
-    return None
+        LOG.error('nova-evac-cleanup on %s: %s: %s: without a journal, '
+                  'evacuations this host\'s death interrupts are not '
+                  'recovered and kept leftovers refuse nothing; the cleanup '
+                  'of a failed spawn still runs.', host, _directory(host),
+                  error)
+        return False
+    return True
 
 
 def entries(host, instance_uuid=None):

@@ -160,11 +160,8 @@ def clear_or_refuse(manager, context, instance, migration_uuid):
             if entry.migration_uuid != migration_uuid:
                 _clear(manager, context, instance, entry)
     except OSError as error:
-        problem = journal.problem(host)
-        if problem:
+        if not journal.usable(host):
             # No journal: nothing could have been kept with a record.
-            LOG.error('Evacuation to %s: no journal to refuse kept '
-                      'leftovers by (%s)', host, problem, instance=instance)
             return
         raise EvacuationLeftoverKept(
             host=host, leftover='what earlier evacuations left (%s)' % error,

@@ -80,33 +80,10 @@ class EvacuateCleanupMixin(object):
         self._host_lock = None
         #: what the give-back of failed evacuations from here tried
         self._given_back = giveback.Tries()
-        problems = nova_support.problems()
-        if problems:
-            LOG.error('nova-evac-cleanup cannot trust its hooks on this '
-                      'nova: %s. Running as nova\'s own compute manager: no '
-                      'cleanup of failed evacuations, no start-up sweep.',
-                      '; '.join(problems))
-        #: whether the cleanup runs at all on this nova
-        self._cleanup_runs = not problems
-        if self._cleanup_runs:
-            self._say(nova_support.release_problem(),
-                      'it runs as on those releases')
-        self._watch_finish = self._cleanup_runs and not self._say(
-            nova_support.finish_problem(), 'an evacuation that fails in it '
-            'is ended by nova alone')
-        if self._cleanup_runs:
-            self._say('; '.join(nova_support.helper_problems()), 'what '
-                      'needs them (the volume connections of a failed '
-                      'evacuation, the source\'s give-back of its volumes '
-                      'and ports) logs the commands to run by hand')
-
-    def _say(self, problem, consequence):
-        """Log one error for a degraded mode; whether there is one."""
-        if problem:
-            LOG.error('nova-evac-cleanup on %s: %s: %s; the cleanup of a '
-                      'failed spawn still runs.', self.host, problem,
-                      consequence)
-        return bool(problem)
+        #: whether the cleanup runs at all on this nova, and whether it
+        #: watches finish_evacuation
+        self._cleanup_runs, self._watch_finish = nova_support.check(
+            self.host)
 
     def _cleanup_enabled(self):
         return self._cleanup_runs and CONF.evacuate_cleanup.enabled
@@ -117,37 +94,22 @@ class EvacuateCleanupMixin(object):
         """Start like nova, then end evacuations this host's death cut.
 
         The host's lock is taken first and held for the life of the
-        process (:mod:`nova_evac_cleanup.host_lock`). After nova's own
-        start-up, and before this host accepts requests, ``[evacuate_cleanup]
-        sweep_on_start`` decides what happens to the evacuations this host
-        journaled and did not finish (:mod:`nova_evac_cleanup.sweep`).
-        Nothing here stops the service from starting.
+        process (:mod:`nova_evac_cleanup.host_lock`). The give-back of
+        failed evacuations from here runs before nova's own start-up, the
+        sweep of those to here after it, before this host accepts requests
+        (:func:`nova_evac_cleanup.sweep.on_start`). Nothing here stops the
+        service from starting.
         """
         if not self._cleanup_runs:
             return super().init_host(*args, **kwargs)
         self._take_lock(host_lock.START_TIMEOUT)
+        context = nova_context.get_admin_context()
         if CONF.evacuate_cleanup.enabled:
-            giveback.give_back_all(self, nova_context.get_admin_context(),
-                                   self._given_back, start=True)
+            giveback.give_back_all(self, context, self._given_back,
+                                   start=True)
         result = super().init_host(*args, **kwargs)
-        mode = CONF.evacuate_cleanup.sweep_on_start
-        if CONF.evacuate_cleanup.enabled:
-            shared = journal.shared_filesystem(
-                CONF.evacuate_cleanup.journal_path)
-            if shared:
-                LOG.warning('[evacuate_cleanup] journal_path %s is on a %s '
-                            'filesystem, which other hosts may mount: it '
-                            'must be local to %s', CONF.evacuate_cleanup.
-                            journal_path, shared, self.host)
-            if self._say(journal.problem(self.host), 'without a journal, '
-                         'evacuations this host\'s death interrupts are not '
-                         'recovered and kept leftovers refuse nothing'):
-                mode = 'report'
-        if mode == 'clean' and self._host_lock is None:
-            mode = 'report'
-        if (mode != 'off' and
-                self.driver.capabilities.get('supports_evacuate', False)):
-            sweep.sweep(self, nova_context.get_admin_context(), mode)
+        if self.driver.capabilities.get('supports_evacuate', False):
+            sweep.on_start(self, context, self._host_lock is not None)
         return result
 
     def _take_lock(self, timeout):

@@ -12,32 +12,27 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""The nova releases this project was written for, checked at start-up.
+"""Every nova name the package relies on, checked at start-up.
 
-The mixin overrides ``rebuild_instance`` and ``_do_rebuild_instance`` of
-nova's ``ComputeManager``, and watches three calls that nova makes
-during an evacuation: the driver's ``instance_on_disk`` and ``spawn``
-and the resource tracker's ``finish_evacuation``
-(:meth:`~nova_evac_cleanup.manager.EvacuateCleanupMixin._watch`). It
-reads no frame and no bytecode: what
-it relies on is the parameters of those methods, and of the private
-helpers of nova it calls (:data:`HELPERS`), checked here with
-``inspect.signature``.
+The mixin overrides methods of nova's ``ComputeManager``, watches three
+calls nova makes during an evacuation (the driver's ``instance_on_disk``
+and ``spawn``, the resource tracker's ``finish_evacuation``) and calls
+private helpers of nova: :data:`NAMES` has them all, with their parameters
+as nova 31 to 34 define them, checked with ``inspect.signature`` when the
+manager is built (:func:`check`) and by a unit test against the installed
+nova.
 
-Nothing here stops nova-compute from starting, and no degraded mode
-falls below the cleanup of a failed spawn, since nova's own behaviour is
-the bug. A nova whose hooked methods changed, or that carries this
-project's patch series already, gets one error and runs as nova's own
-(:func:`problems`): the hooks cannot be trusted there, or the series
-cleans up itself. A changed private helper gets one error, and the part
-that calls it logs its commands instead (:func:`helper`). A release
-outside the range ``requirements.txt`` states, or package metadata that
-cannot be read, gets one error and the cleanup all the same
-(:func:`release_problem`); on the releases whose libvirt driver deletes
-the instance's vTPM secret with its disks, the disks of an instance with
-a vTPM are kept (:func:`vtpm_hazard`). The unit tests compare the same
-signatures, so a nova update that changes them is caught before it
-ships.
+Nothing here stops nova-compute from starting, and no degraded mode falls
+below the cleanup of a failed spawn, since nova's own behaviour is the
+bug. Each changed name costs one ERROR and what :data:`NAMES` says: a
+changed hook (or this project's patch series applied already) makes the
+manager nova's own; a changed ``finish_evacuation`` leaves an evacuation
+that fails in it to nova alone; a changed private helper makes the part
+that calls it log its commands instead (:func:`helper`). A release outside
+the range ``requirements.txt`` states gets one ERROR and the cleanup all
+the same; on the releases whose libvirt driver deletes the instance's vTPM
+secret with its disks, the disks of an instance with a vTPM are kept
+(:func:`vtpm_hazard`).
 """
 
 import functools
@@ -51,12 +46,187 @@ from nova import safe_utils
 from nova import version
 from nova.virt import driver as virt_driver
 from nova.virt import hardware
+from oslo_log import log as logging
 from packaging import requirements as packaging_requirements
 from packaging import specifiers
 from packaging import version as packaging_version
 
+LOG = logging.getLogger(__name__)
+
 #: The distribution whose metadata states the nova releases supported.
 DISTRIBUTION = 'nova-evac-cleanup'
+
+#: What a nova that changed a name costs.
+HOOK, FINISH, HELPER = 'hook', 'finish', 'helper'
+_COSTS = {
+    HOOK: 'Running as nova\'s own compute manager: no cleanup of failed '
+          'evacuations, no start-up sweep',
+    FINISH: 'an evacuation that fails in it is ended by nova alone; the '
+            'cleanup of a failed spawn still runs',
+    HELPER: 'what needs them (the volume connections of a failed '
+            'evacuation, the source\'s give-back of its volumes and ports) '
+            'logs the commands to run by hand; the cleanup of a failed spawn '
+            'still runs',
+}
+
+_MANAGER = nova_manager.ComputeManager
+_REBUILD = ('self', 'context', 'instance', 'orig_image_ref')
+#: Every nova method the package overrides, watches or calls: its
+#: parameters as nova 31.0.0 to 34.0.0 define them, and what a change costs.
+NAMES = {
+    (_MANAGER, 'init_host'): (HOOK, ('self', 'service_ref')),
+    (_MANAGER, 'cleanup_host'): (HOOK, ('self',)),
+    (_MANAGER, 'rebuild_instance'): (HOOK, _REBUILD + (
+        'image_ref', 'injected_files', 'new_pass', 'orig_sys_metadata',
+        'bdms', 'recreate', 'on_shared_storage', 'preserve_ephemeral',
+        'migration', 'scheduled_node', 'limits', 'request_spec',
+        'accel_uuids', 'reimage_boot_volume', 'target_state')),
+    (_MANAGER, '_detach_volume'): (HOOK, (
+        'self', 'context', 'bdm', 'instance', 'destroy_bdm',
+        'attachment_id')),
+    (_MANAGER, '_do_rebuild_instance'): (HOOK, _REBUILD + (
+        'image_meta', 'injected_files', 'new_pass', 'orig_sys_metadata',
+        'bdms', 'evacuate', 'on_shared_storage', 'preserve_ephemeral',
+        'migration', 'request_spec', 'allocations',
+        'request_group_resource_providers_mapping', 'accel_uuids',
+        'reimage_boot_volume', 'target_state')),
+    (virt_driver.ComputeDriver, 'spawn'): (HOOK, (
+        'self', 'context', 'instance', 'image_meta', 'injected_files',
+        'admin_password', 'allocations', 'network_info', 'block_device_info',
+        'power_on', 'accel_info')),
+    (virt_driver.ComputeDriver, 'instance_on_disk'): (
+        HOOK, ('self', 'instance')),
+    (resource_tracker.ResourceTracker, 'finish_evacuation'): (
+        FINISH, ('self', 'instance', 'node', 'migration')),
+    # The volume connections a failed evacuation made, released; the
+    # source's give-back connecting them there again.
+    (_MANAGER, '_terminate_volume_connections'): (
+        HELPER, ('self', 'context', 'instance', 'bdms')),
+    (_MANAGER, '_get_instance_block_device_info'): (
+        HELPER, ('self', 'context', 'instance', 'refresh_conn_info', 'bdms')),
+    (_MANAGER, '_update_volume_attachments'): (
+        HELPER, ('self', 'context', 'instance', 'bdms')),
+    (_MANAGER, '_complete_volume_attachments'): (
+        HELPER, ('self', 'context', 'bdms')),
+    # The source's give-back binding a port with a PCI device or a
+    # resource request there again.
+    (neutron.API, '_get_port_pci_dev'): (HELPER, ('self', 'instance', 'port')),
+    (neutron.API, '_get_pci_device_profile'): (HELPER, ('self', 'pci_dev')),
+    (neutron.API, '_has_resource_request'): (
+        HELPER, ('self', 'context', 'port', 'neutron')),
+    (neutron.API, '_get_binding_profile_allocation'): (HELPER, (
+        'self', 'context', 'port', 'neutron', 'resource_provider_mapping')),
+}
+
+
+class HelperChanged(Exception):
+    """This nova lacks a private helper the package calls, or changed it."""
+
+
+def _parameters(method):
+    # nova's RPC decorators hide the method behind (*args, **kwargs).
+    return tuple(inspect.signature(
+        safe_utils.get_wrapped_function(method)).parameters)
+
+
+@functools.lru_cache()
+def changed():
+    """Why each name this nova lacks or changed is, by method name."""
+    result = {}
+    for (owner, name), (_cost, expected) in NAMES.items():
+        method = getattr(owner, name, None)
+        found = None if method is None else _parameters(method)
+        if found != expected:
+            result[name] = '%s.%s(%s) expected, %s found' % (
+                owner.__name__, name, ', '.join(expected),
+                'no such method' if found is None else
+                '(%s)' % ', '.join(found))
+    return result
+
+
+def problems(cost):
+    """The names whose change costs ``cost``, as sentences."""
+    result = [why for (_owner, name), (kind, _) in NAMES.items()
+              if kind == cost for why in [changed().get(name)] if why]
+    if cost == HOOK and nova_has_the_fix():
+        result.insert(0, 'this nova already destroys the guest of a failed '
+                      'evacuation (the nova-evac-cleanup patch series is '
+                      'applied)')
+    return result
+
+
+def check(host):
+    """Log one ERROR for each degraded mode; the parts that run.
+
+    :returns: whether the cleanup runs at all, and whether
+        ``finish_evacuation`` is watched
+    """
+    changed.cache_clear()
+    runs = {}
+    for cost in (HOOK, FINISH, HELPER):
+        found = problems(cost)
+        if found and (cost == HOOK or runs[HOOK]):
+            LOG.error('nova-evac-cleanup on %s: %s. %s.', host,
+                      '; '.join(found), _COSTS[cost])
+        runs[cost] = not found
+    if runs[HOOK]:
+        problem = release_problem()
+        if problem:
+            LOG.error('nova-evac-cleanup on %s: %s: it runs as on those '
+                      'releases; the cleanup of a failed spawn still runs.',
+                      host, problem)
+    return runs[HOOK], runs[HOOK] and runs[FINISH]
+
+
+def helper(obj, name):
+    """``obj``'s private nova helper ``name`` (one of :data:`NAMES`).
+
+    :raises HelperChanged: this nova lacks it or changed its parameters
+        (the manager logged it at start-up): the caller's part degrades
+    """
+    why = changed().get(name)
+    if why:
+        raise HelperChanged(why)
+    return getattr(obj, name)
+
+
+def named(method, args, kwargs):
+    """The arguments of a call of nova's ``method``, all by name.
+
+    Only used once :func:`check` found its parameters to be the expected
+    ones.
+    """
+    result = dict(zip(NAMES[(_MANAGER, method)][1][1:], args))
+    result.update(kwargs)
+    return result
+
+
+def spawn_arguments(args, kwargs):
+    """The arguments of a call of a driver's ``spawn``, by name.
+
+    Bound to the parameters of nova's base driver, the contract nova calls
+    every driver with (a driver, or a wrapper of it, may take ``*args,
+    **kwargs``).
+
+    :returns: a dict; empty if the call does not fit
+    """
+    try:
+        return inspect.signature(virt_driver.ComputeDriver.spawn).bind(
+            None, *args, **kwargs).arguments
+    except TypeError:
+        return {}
+
+
+def nova_has_the_fix():
+    """Whether the installed nova carries this project's patch series.
+
+    The series gives nova's ``_rebuild_default_impl`` its own
+    ``on_shared_storage`` argument; the mixin and the patch must not both
+    clean up.
+    """
+    method = getattr(_MANAGER, '_rebuild_default_impl', None)
+    return method is not None and (
+        'on_shared_storage' in inspect.signature(method).parameters)
 
 
 def supported_range():
@@ -82,177 +252,6 @@ def supported_range():
         if parsed.name == 'nova':
             return str(parsed.specifier)
     return ''
-
-
-#: The parameters of the nova methods the mixin overrides, as nova 31.0.0
-#: to 34.0.0 define them.
-OVERRIDDEN = {
-    'init_host': ('self', 'service_ref'),
-    'cleanup_host': ('self',),
-    'rebuild_instance': (
-        'self', 'context', 'instance', 'orig_image_ref', 'image_ref',
-        'injected_files', 'new_pass', 'orig_sys_metadata', 'bdms',
-        'recreate', 'on_shared_storage', 'preserve_ephemeral', 'migration',
-        'scheduled_node', 'limits', 'request_spec', 'accel_uuids',
-        'reimage_boot_volume', 'target_state'),
-    '_detach_volume': ('self', 'context', 'bdm', 'instance', 'destroy_bdm',
-                       'attachment_id'),
-    '_do_rebuild_instance': (
-        'self', 'context', 'instance', 'orig_image_ref', 'image_meta',
-        'injected_files', 'new_pass', 'orig_sys_metadata', 'bdms',
-        'evacuate', 'on_shared_storage', 'preserve_ephemeral', 'migration',
-        'request_spec', 'allocations',
-        'request_group_resource_providers_mapping', 'accel_uuids',
-        'reimage_boot_volume', 'target_state'),
-}
-#: What the watch of the driver's spawn reads from its arguments.
-SPAWN_ARGUMENTS = ('context', 'instance', 'network_info',
-                   'block_device_info')
-#: The resource tracker's ``finish_evacuation``, as nova 31 to 34 define it.
-FINISH_EVACUATION = ('self', 'instance', 'node', 'migration')
-
-
-#: nova's private helpers the package calls, with their parameters as
-#: nova 31 to 34 define them: a nova that renamed or changed one would
-#: break the part that calls it at run time, silently. Checked at start-up
-#: (:func:`helper_problems`) and at each call (:func:`helper`).
-HELPERS = {
-    # The volume connections a failed evacuation made, released; the
-    # source's give-back connecting them there again.
-    '_terminate_volume_connections': (
-        nova_manager.ComputeManager, ('self', 'context', 'instance', 'bdms')),
-    '_get_instance_block_device_info': (
-        nova_manager.ComputeManager,
-        ('self', 'context', 'instance', 'refresh_conn_info', 'bdms')),
-    '_update_volume_attachments': (
-        nova_manager.ComputeManager, ('self', 'context', 'instance', 'bdms')),
-    '_complete_volume_attachments': (
-        nova_manager.ComputeManager, ('self', 'context', 'bdms')),
-    # The source's give-back binding a port with a PCI device or a
-    # resource request there again.
-    '_get_port_pci_dev': (neutron.API, ('self', 'instance', 'port')),
-    '_get_pci_device_profile': (neutron.API, ('self', 'pci_dev')),
-    '_has_resource_request': (
-        neutron.API, ('self', 'context', 'port', 'neutron')),
-    '_get_binding_profile_allocation': (
-        neutron.API, ('self', 'context', 'port', 'neutron',
-                      'resource_provider_mapping')),
-}
-
-
-class HelperChanged(Exception):
-    """This nova lacks a private helper the package calls, or changed it."""
-
-
-@functools.lru_cache()
-def _changed_helpers():
-    """Why each private helper this nova lacks or changed is, by name."""
-    result = {}
-    for name, (owner, expected) in HELPERS.items():
-        method = getattr(owner, name, None)
-        found = None if method is None else _parameters(method)
-        if found != expected:
-            result[name] = '%s.%s(%s) expected, %s found' % (
-                owner.__name__, name, ', '.join(expected),
-                'no such method' if found is None else
-                '(%s)' % ', '.join(found))
-    return result
-
-
-def helper_problems():
-    """The private helpers this nova lacks or changed, as sentences."""
-    return [why for _name, why in sorted(_changed_helpers().items())]
-
-
-def helper(obj, name):
-    """``obj``'s private nova helper ``name`` (one of :data:`HELPERS`).
-
-    :raises HelperChanged: this nova lacks it or changed its parameters
-        (the manager logged it at start-up): the caller's part degrades
-    """
-    why = _changed_helpers().get(name)
-    if why:
-        raise HelperChanged(why)
-    return getattr(obj, name)
-
-
-def _parameters(method):
-    # nova's RPC decorators hide the method behind (*args, **kwargs).
-    return tuple(inspect.signature(
-        safe_utils.get_wrapped_function(method)).parameters)
-
-
-def mismatches(manager_class=nova_manager.ComputeManager):
-    """The overridden methods whose parameters differ in this nova.
-
-    :returns: a list of ``(name, expected, found)``; empty when all match
-    """
-    result = []
-    for name, expected in sorted(OVERRIDDEN.items()):
-        method = getattr(manager_class, name, None)
-        found = None if method is None else _parameters(method)
-        if found != expected:
-            result.append((name, expected, found))
-    return result
-
-
-def named(method, args, kwargs):
-    """The arguments of a call of nova's ``method``, all by name.
-
-    Only used once :func:`problems` found its parameters to be the
-    expected ones.
-    """
-    result = dict(zip(OVERRIDDEN[method][1:], args))
-    result.update(kwargs)
-    return result
-
-
-def nova_has_the_fix(manager_class=nova_manager.ComputeManager):
-    """Whether the installed nova carries this project's patch series.
-
-    The series gives nova's ``_rebuild_default_impl`` its own
-    ``on_shared_storage`` argument; the mixin and the patch must not both
-    clean up.
-    """
-    method = getattr(manager_class, '_rebuild_default_impl', None)
-    return method is not None and (
-        'on_shared_storage' in inspect.signature(method).parameters)
-
-
-def spawn_problem():
-    """Why the drivers' ``spawn`` cannot be watched, or None."""
-    parameters = inspect.signature(virt_driver.ComputeDriver.spawn).parameters
-    missing = [name for name in SPAWN_ARGUMENTS if name not in parameters]
-    if missing:
-        return 'the driver\'s spawn has no %s parameter' % ', '.join(missing)
-    return None
-
-
-def spawn_arguments(args, kwargs):
-    """The arguments of a call of a driver's ``spawn``, by name.
-
-    Bound to the parameters of nova's base driver, the contract nova calls
-    every driver with (a driver, or a wrapper of it, may take ``*args,
-    **kwargs``).
-
-    :returns: a dict; empty if the call does not fit
-    """
-    try:
-        return inspect.signature(virt_driver.ComputeDriver.spawn).bind(
-            None, *args, **kwargs).arguments
-    except TypeError:
-        return {}
-
-
-def finish_problem(tracker_class=resource_tracker.ResourceTracker):
-    """Why ``finish_evacuation`` cannot be watched, or None."""
-    method = getattr(tracker_class, 'finish_evacuation', None)
-    found = None if method is None else _parameters(method)
-    if found != FINISH_EVACUATION:
-        return 'ResourceTracker.finish_evacuation(%s) expected, %s found' % (
-            ', '.join(FINISH_EVACUATION),
-            'no such method' if found is None else '(%s)' % ', '.join(found))
-    return None
 
 
 def release_problem(release=None):
@@ -319,23 +318,3 @@ def vtpm_hazard(instance):
     return vtpm and (
         'the instance has a vTPM, whose secret nova %s deletes with its '
         'disks (bug 2125030)' % release) or None
-
-
-def problems(manager_class=nova_manager.ComputeManager):
-    """Why the hooks of the cleanup cannot be trusted; empty when they can.
-
-    :returns: a list of sentences
-    """
-    if nova_has_the_fix(manager_class):
-        return ['this nova already destroys the guest of a failed '
-                'evacuation (the nova-evac-cleanup patch series is applied)']
-    result = [
-        'ComputeManager.%s(%s) expected, %s found' % (
-            name, ', '.join(expected),
-            'no such method' if found is None else
-            '(%s)' % ', '.join(found))
-        for name, expected, found in mismatches(manager_class)]
-    problem = spawn_problem()
-    if problem:
-        result.append(problem)
-    return result

@@ -70,6 +70,20 @@ def examine(manager, context, host_nodes, entry=None, instance_uuid=None,
                    rule.decide(manager.host, entry, state, left))
 
 
+def on_start(manager, context, locked):
+    """The sweep at start-up, as ``sweep_on_start`` and this host allow.
+
+    ``clean`` only reports without this host's lock (an audit may hold it)
+    or a journal to record each step in.
+
+    :param locked: whether this process holds this host's lock
+    """
+    mode = CONF.evacuate_cleanup.sweep_on_start
+    if mode == 'clean' and not (locked and journal.usable(manager.host)):
+        mode = 'report'
+    return sweep(manager, context, mode)
+
+
 def sweep(manager, context, mode):
     """Find, log and, with ``mode`` ``clean``, settle what was journaled.
 

@@ -286,8 +286,8 @@ class TestEnd(EndingTestCase):
         are logged instead, and the server released.
         """
         self._volume_made_here()
-        nova_support._changed_helpers.cache_clear()
-        self.addCleanup(nova_support._changed_helpers.cache_clear)
+        nova_support.changed.cache_clear()
+        self.addCleanup(nova_support.changed.cache_clear)
 
         def renamed(self, context, instance, bdms, delete_attachment):
             pass

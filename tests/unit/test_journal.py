@@ -21,6 +21,7 @@ import os
 from unittest import mock
 
 import fixtures
+from nova.compute import manager as nova_manager
 import nova.conf
 from nova import context
 from nova.network import neutron
@@ -167,17 +168,20 @@ class TestEntries(JournalTestCase):
             self.assertEqual(2, fsync.call_count)
         self.assertEqual([], os.listdir(os.path.join(self.journal, HOST)))
 
-    def test_problem(self):
+    def test_usable(self):
         """Issue 27, item 3: a journal that cannot be written is told."""
-        self.assertIsNone(journal.problem(HOST))
-        self.assertTrue(os.path.isdir(os.path.join(self.journal, HOST)))
-        self.assertEqual([], journal.entries(HOST))
-        with mock.patch('os.replace', side_effect=OSError(
-                errno.ENOSPC, 'No space left on device')):
-            self.assertIn('No space left', journal.problem(HOST))
-        self.flags(journal_path='/proc/nova-evac-cleanup',
-                   group='evacuate_cleanup')
-        self.assertIsNotNone(journal.problem(HOST))
+        with mock.patch.object(journal, 'LOG') as log:
+            self.assertTrue(journal.usable(HOST))
+            log.error.assert_not_called()
+            self.assertTrue(os.path.isdir(os.path.join(self.journal, HOST)))
+            self.assertEqual([], journal.entries(HOST))
+            with mock.patch('os.replace', side_effect=OSError(
+                    errno.ENOSPC, 'No space left on device')):
+                self.assertFalse(journal.usable(HOST))
+            self.assertIn('No space left', str(log.error.call_args))
+            self.flags(journal_path='/proc/nova-evac-cleanup',
+                       group='evacuate_cleanup')
+            self.assertFalse(journal.usable(HOST))
 
     def test_shared_filesystem(self):
         """Issue 27, item 6: a journal on NFS or CephFS is told."""
@@ -259,46 +263,45 @@ class TestHostLock(test.NoDBTestCase):
 
 class TestNovaSupport(test.NoDBTestCase):
 
-    def test_installed_nova_matches(self):
-        self.assertEqual([], nova_support.mismatches())
-        self.assertEqual([], nova_support.problems())
+    def setUp(self):
+        super().setUp()
+        nova_support.changed.cache_clear()
+        self.addCleanup(nova_support.changed.cache_clear)
+
+    def test_installed_nova_has_every_name(self):
+        """Issue 41, item 2: every nova name relied on, private or not."""
+        self.assertEqual({}, nova_support.changed())
+        for cost in (nova_support.HOOK, nova_support.FINISH,
+                     nova_support.HELPER):
+            self.assertEqual([], nova_support.problems(cost))
         self.assertFalse(nova_support.nova_has_the_fix())
 
+    def test_each_missing_name_is_told(self):
+        """Whichever name a nova lacks, the check says so."""
+        for owner, name in nova_support.NAMES:
+            nova_support.changed.cache_clear()
+            with mock.patch.object(owner, name, None):
+                self.assertIn('%s.%s(' % (owner.__name__, name),
+                              nova_support.changed().get(name, ''))
+
     def test_changed_signature(self):
-        class Drifted(object):
-            def init_host(self, service_ref):
-                pass
+        def _do_rebuild_instance(self, context, instance):
+            pass
 
-            def cleanup_host(self):
-                pass
-
-            def _do_rebuild_instance(self, context, instance):
-                pass
-
-            def _rebuild_default_impl(self, context, instance):
-                pass
-
-        problems = nova_support.mismatches(Drifted)
-        self.assertEqual(['_detach_volume', '_do_rebuild_instance',
-                          'rebuild_instance'],
-                         [name for name, _expected, _found in problems])
-        text = '; '.join(nova_support.problems(Drifted))
-        self.assertIn('no such method', text)
-        self.assertIn('(self, context, instance) found', text)
-
-    def test_private_helpers_match_installed_nova(self):
-        """Issue 41, item 2: every private nova helper called, checked."""
-        self.assertEqual([], nova_support.helper_problems())
+        with mock.patch.object(nova_manager.ComputeManager,
+                               '_do_rebuild_instance', _do_rebuild_instance):
+            [text] = nova_support.problems(nova_support.HOOK)
+        self.assertIn('ComputeManager._do_rebuild_instance(self, context, '
+                      'instance, orig_image_ref, image_meta', text)
+        self.assertIn('expected, (self, context, instance) found', text)
 
     def test_a_removed_helper_is_reported_and_refused(self):
         """A nova that removed one: one sentence, and no call to it."""
-        nova_support._changed_helpers.cache_clear()
-        self.addCleanup(nova_support._changed_helpers.cache_clear)
         with mock.patch.object(neutron.API, '_has_resource_request', None):
             self.assertEqual(
                 ['API._has_resource_request(self, context, port, neutron) '
                  'expected, no such method found'],
-                nova_support.helper_problems())
+                nova_support.problems(nova_support.HELPER))
             self.assertRaises(nova_support.HelperChanged, nova_support.helper,
                               mock.Mock(), '_has_resource_request')
 
@@ -322,7 +325,7 @@ class TestNovaSupport(test.NoDBTestCase):
         # Its hooks are not the range's business.
         with mock.patch('nova.version.version_string',
                         return_value='35.0.0'):
-            self.assertEqual([], nova_support.problems())
+            self.assertEqual([], nova_support.problems(nova_support.HOOK))
 
     def test_releases_that_delete_the_vtpm_secret(self):
         """Bug 2125030, fixed by nova commit 787d2a1300 and its backports."""
@@ -361,11 +364,13 @@ class TestNovaSupport(test.NoDBTestCase):
                          sorted(nova_support.supported_range().split(',')))
 
     def test_patched_nova(self):
-        class Patched(object):
-            def _rebuild_default_impl(self, context, instance,
-                                      on_shared_storage=None):
-                pass
+        def _rebuild_default_impl(self, context, instance,
+                                  on_shared_storage=None):
+            pass
 
-        self.assertTrue(nova_support.nova_has_the_fix(Patched))
-        self.assertIn('patch series is applied',
-                      nova_support.problems(Patched)[0])
+        with mock.patch.object(nova_manager.ComputeManager,
+                               '_rebuild_default_impl',
+                               _rebuild_default_impl):
+            self.assertTrue(nova_support.nova_has_the_fix())
+            self.assertIn('patch series is applied',
+                          nova_support.problems(nova_support.HOOK)[0])
