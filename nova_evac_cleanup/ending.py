@@ -15,37 +15,15 @@
 """The one ending of an evacuation to this host that did not move the server.
 
 The failure handler, the start-up sweep, ``audit --delete`` and the
-refusal of kept leftovers end an evacuation through these steps, each
-written once (:data:`STEPS`), each safe to run again, each reading what it
-acts on right before it acts:
-
-#. hold the server: its task state from the one it was found in to
-   :data:`nova_evac_cleanup.rule.HOLD`, a compare-and-swap, once the entry
-   records the ending (write-ahead, durable);
-#. the migration ``failed``, if it still runs (never over ``completed``
-   or ``done``);
-#. the guest here destroyed, its disks only with the ownership proof
-   taken then (:mod:`nova_evac_cleanup.ownership`);
-#. the volume connections the evacuation made here released (its
-   attachments replaced by reserved ones, which the source connects);
-#. this host's allocation removed;
-#. the migration context dropped, if it names the migration;
-#. the fault recorded, if none since the evacuation began;
-#. the server released, last: ERROR with no task state, a compare-and-swap
-   from the hold.
-
-Before each step the server is read again and must still be held
-(:func:`nova_evac_cleanup.rule.held`): an HA tool's evacuation since (nova's
-API checks no task state) is left alone, with what was done so far in the
-entry. Each step done is recorded in the entry, durably: a process that
-dies after any step is finished by the next start. A required step that
-fails keeps the hold, until the next start or ``audit --delete``; the
-steps after it still run.
-
-What nova's own handler already did is skipped by reading the state: the
-failure handler runs the same steps once nova's handler returned, and they
-find the migration failed, the allocation gone, the fault recorded and the
-server released.
+refusal of kept leftovers all end an evacuation here: the server held (a
+compare-and-swap of its task state to :data:`~nova_evac_cleanup.rule.HOLD`,
+once the entry records the ending), then :data:`STEPS`, each safe to run
+again and recorded in the entry when done, then the server released last,
+from the hold. Before each step the server is read again and must still be
+held (:func:`~nova_evac_cleanup.rule.held`): an HA tool's evacuation since
+(nova's API checks no task state) is left alone. A process that dies after
+any step is finished by the next start; a required step that fails keeps
+the hold. What nova's own handler already did is found done by reading.
 """
 
 import collections

@@ -14,27 +14,19 @@
 
 """What an evacuation left on this host once it ended, and who may use it.
 
-An evacuation to this host ends without the instance living here when its
-spawn fails, when it fails after spawn, or when this host died during it
-and the start-up sweep or ``audit --delete`` ended it. What is then left
-here is either nothing (its journal entry goes), or kept:
+Once an evacuation to this host ended without the server here, its
+journal entry goes if nothing of it is left, or records what is kept:
 
-* files nova found on **shared storage** before spawn are the server's own
-  (its disks on a shared instance directory or RBD): the next evacuation
-  of the server to this host uses them, as nova always did;
-* a guest the cleanup could not destroy is the evacuation's own: the
-  next evacuation of the server to this host destroys it first, with its
-  disks only where the ownership proof still holds;
-* files the evacuation found not shared, or could not tell, without the
-  ownership proof, are a leftover that nova would take for shared
-  storage, and boot, on the next evacuation.
-  So the next evacuation of that server to this host is refused before
-  anything is created (:func:`clear_or_refuse`), with a fault naming the
-  leftover and the commands to clear it, until an operator has removed
-  it; an HA tool then picks another host.
+* files nova found on **shared storage** are the server's own: the next
+  evacuation of the server here uses them, as nova always did;
+* a guest the cleanup could not destroy is the evacuation's own: the next
+  evacuation of the server here destroys it first;
+* other files without the ownership proof are a leftover nova would boot:
+  the next evacuation of the server here is refused before anything is
+  made (:func:`clear_or_refuse`), with a fault naming the commands that
+  clear it, until an operator has; an HA tool then picks another host.
 
-Files without proof are never removed or renamed here: only the journal
-entry goes, once nothing of the evacuation is left.
+Files without proof are never removed or renamed here.
 """
 
 from nova import exception

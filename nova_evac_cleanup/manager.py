@@ -14,25 +14,15 @@
 
 """A nova compute manager that cleans up after a failed evacuation.
 
-When an instance is evacuated to this host and ``driver.spawn`` fails, nova
-puts the instance into ERROR on its source host, marks the migration failed
-and removes this host's allocation, but leaves on this host what spawn had
-made: the guest (defined, maybe running), the instance directory and its
-disks. The next evacuation to this host then fails with ``InstanceExists``
-or, on non-shared storage, takes the leftover directory for shared storage
-and boots the stale, partial disk.
-
-:class:`EvacuateCleanupMixin` destroys that guest right after the failed
-spawn. It hooks around nova's own methods and watches three of the
-calls nova makes (the driver's ``instance_on_disk`` and ``spawn``, the
-resource tracker's ``finish_evacuation``): nova still runs every line of
-its rebuild code, so fixes nova makes there are kept, and the answers it
-acts on are the cleanup's. What it knows of a running evacuation is
-:mod:`~nova_evac_cleanup.evacuation`; every evacuation that did not move
-the server here ends through :mod:`~nova_evac_cleanup.ending`, on the
-verdict of :mod:`~nova_evac_cleanup.rule`, whether it failed here, was cut
-by this host's death (:mod:`~nova_evac_cleanup.sweep`) or left what the
-next one must clear first (:mod:`~nova_evac_cleanup.leftovers`).
+nova leaves on the destination of an evacuation whose spawn failed what
+spawn made: the guest, the instance directory and its disks; the next
+evacuation there fails with ``InstanceExists`` or boots the stale disk.
+The mixin hooks around nova's own methods and watches three calls nova
+makes (the driver's ``instance_on_disk`` and ``spawn``, the resource
+tracker's ``finish_evacuation``): nova runs every line of its rebuild code
+and the answers it acts on are the cleanup's. A running evacuation is
+:mod:`~nova_evac_cleanup.evacuation`; one that did not move the server
+here ends through :mod:`~nova_evac_cleanup.ending`.
 """
 
 import functools
@@ -61,15 +51,10 @@ LOG = logging.getLogger(__name__)
 class EvacuateCleanupMixin(object):
     """Destroy the guest of an evacuation whose spawn failed on this host.
 
-    Mix this in before nova's ``ComputeManager``. The guest of an
-    evacuation whose ``driver.spawn`` raised, or that failed after it
-    returned and before nova recorded the instance here, is destroyed with
-    the block device info spawn was given, its disks only with proof that
-    the evacuation created their directory; the original error is
-    re-raised. Nothing changes for a plain rebuild, a failure before spawn
-    (nova cleans those up), a successful evacuation, ``[evacuate_cleanup]
-    enabled = False``, or a nova whose hooked methods changed (one error at
-    start-up: :mod:`nova_evac_cleanup.nova_support`).
+    Mix this in before nova's ``ComputeManager``. Nothing changes for a
+    plain rebuild, a failure before spawn (nova cleans those up), a
+    successful evacuation, ``[evacuate_cleanup] enabled = False``, or a
+    nova whose hooked methods changed (:mod:`~nova_evac_cleanup.nova_support`).
     """
 
     def __init__(self, *args, **kwargs):
@@ -174,12 +159,7 @@ class EvacuateCleanupMixin(object):
         return result
 
     def _instance_on_disk(self, real, instance):
-        """nova's answer to "are the instance files shared?", noted.
-
-        nova asks its driver once, after an admin's ``onSharedStorage``
-        if any (which it checks against the answer), and evacuates on it:
-        the one answer the cleanup keeps or removes disks by.
-        """
+        """nova's one answer to "are the files shared?", which it acts on."""
         answer = real(instance)
         evacuation = self._evacuations.get(getattr(instance, 'uuid', None))
         if evacuation is not None and evacuation.spawn is None:
@@ -202,11 +182,9 @@ class EvacuateCleanupMixin(object):
     def rebuild_instance(self, context, instance, *args, **kwargs):
         """Run nova's rebuild; journal the evacuation, end what it left.
 
-        The evacuation is journaled before nova's code runs: a death at
-        any point of it, even before nova's rebuild code began (the
-        migration then stays ``accepted``), leaves an entry to the next
-        start. It is ended once nova's handlers have ended the evacuation
-        (the instance recorded here, or put into ERROR on its source).
+        Journaled before nova's code runs, so that a death anywhere in it
+        leaves an entry to the next start; ended once nova's handlers have
+        ended it.
         """
         named = nova_support.named('rebuild_instance',
                                    (context, instance) + args, kwargs)
@@ -243,12 +221,10 @@ class EvacuateCleanupMixin(object):
         return result
 
     def _detach_volume(self, context, bdm, instance, *args, **kwargs):
-        """nova's ``detach_block_devices``: the source's attachment noted.
+        """The source's attachment, journaled before nova deletes it.
 
-        Journaled before nova deletes it: a volume whose mapping still
-        names that attachment is the source's, and is never released
-        here, whether this process dies right after the write, after
-        cinder deleted it (nothing was connected here) or not at all.
+        A volume whose mapping still names it is the source's, never
+        released here, whenever this process dies.
         """
         evacuation = self._evacuations.get(instance.uuid)
         if evacuation is not None and evacuation.spawn is None:
@@ -260,9 +236,8 @@ class EvacuateCleanupMixin(object):
     def _do_rebuild_instance(self, context, instance, *args, **kwargs):
         """Clear an earlier evacuation's leftovers, then run nova's code.
 
-        A spawn that failed, or an evacuation that failed after it, has
-        its guest destroyed before nova's handler runs, while nova's claim
-        still holds what it was made with.
+        A failure after spawn began has its guest destroyed before nova's
+        handler runs, while nova's claim holds what it was made with.
         """
         evacuation = self._evacuations.get(instance.uuid)
         named = nova_support.named('_do_rebuild_instance',
@@ -286,9 +261,6 @@ class ComputeManager(EvacuateCleanupMixin, nova_manager.ComputeManager):
     # oslo.service collects a class's periodic tasks from its own body.
     @periodic_task.periodic_task(spacing=giveback.SPACING)
     def _give_back_failed_evacuations(self, context):
-        """Give back here what failed evacuations from here left elsewhere.
-
-        What is not back yet (:mod:`nova_evac_cleanup.giveback`).
-        """
+        """Give back here what failed evacuations from here left elsewhere."""
         if self._cleanup_enabled():
             giveback.give_back_all(self, context, self._given_back)

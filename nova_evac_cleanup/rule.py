@@ -182,7 +182,7 @@ def decide(host, entry, state, left):
         return Verdict(FORGET if instance is not None and not
                        instance.deleted and instance.host == host else keep,
                        *elsewhere)
-    return _ours(entry or journal.Entry(host, instance.uuid, None, None),
+    return _ours(entry or journal.Entry(host, instance.uuid, None),
                  state, left, keep, journaled=entry is not None)
 
 
