@@ -410,14 +410,14 @@ def sweep_section(run, med):
            '| old evacuation records | evacuation records to the host | '
            'nova init_host ms | sweep ms | sweep / init_host | goal < 5% '
            '| sweep max ms | manager init_host ms | restart ms | examined '
-           '| SQL nova init_host | SQL sweep |',
-           '|---|---|---|---|---|---|---|---|---|---|---|---|']
+           '| SQL nova init_host | SQL sweep | give-back ms | SQL give-back |',
+           '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|']
     for size in r['sizes']:
         nova, sweep = med(size['nova_init_host']), med(size['sweep'])
         share = 100 * ratio(sweep, nova)
         out.append(
             '| %d | %d | %.1f | %.2f | %.1f%% | %s | %.2f | %.1f | %.1f '
-            '| %s | %s (%s) | %s (%s) |' % (
+            '| %s | %s (%s) | %s (%s) | %s | %s (%s) |' % (
                 size['records'], size['records_in_db'], nova * 1000,
                 sweep * 1000, share, 'met' if share < 5 else 'NOT met',
                 max(size['sweep']) * 1000, med(size['init_host']) * 1000,
@@ -426,7 +426,13 @@ def sweep_section(run, med):
                 med(size['nova_init_host_queries']),
                 med(size['nova_init_host_other_queries']),
                 med(size['sweep_queries']),
-                med(size['sweep_other_queries'])))
+                med(size['sweep_other_queries']),
+                '%.2f' % (med(size['give_back']) * 1000)
+                if size.get('give_back') else '-',
+                med(size['give_back_queries'])
+                if size.get('give_back_queries') else '-',
+                med(size['give_back_other_queries'])
+                if size.get('give_back_other_queries') else '-'))
     sizes = r['sizes']
     shares = [(size['records'],
                100 * ratio(med(size['sweep']), med(size['nova_init_host'])))

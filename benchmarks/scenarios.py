@@ -724,8 +724,10 @@ class Scenarios(base.EvacuateTestCase):
         until there are each of ``sweep_records``; at each size the
         destination restarts ``sweep_restarts`` times with nothing to do.
         Timed per restart: nova's own ``ComputeManager.init_host``, the
-        sweep (``sweep.sweep``) and the manager's whole ``init_host``;
-        counted: the SQL queries each runs on its own thread.
+        sweep (``sweep.sweep``), the give-back of failed evacuations from
+        here (``giveback.give_back_all``, which also runs periodically) and
+        the manager's whole ``init_host``; counted: the SQL queries each
+        runs on its own thread.
         """
         if not self.FIXED:
             self.skipTest('stock nova has no start-up sweep')
@@ -828,20 +830,20 @@ class Scenarios(base.EvacuateTestCase):
                 return value
             return wrapper
 
-        def found(value):
-            findings, examined = value
-            timings['examined'].append(examined)
-            timings['findings'].append(len(findings))
+        def found(findings):
+            # One finding per journal entry examined.
+            timings['examined'].append(len(findings))
 
         from nova.compute import manager as nova_manager
-        from nova_evac_cleanup import recovery
+        from nova_evac_cleanup import giveback
+        from nova_evac_cleanup import sweep
         for name, owner, attr, result in (
                 ('nova_init_host', nova_manager.ComputeManager, 'init_host',
                  None),
                 ('init_host', manager.EvacuateCleanupMixin, 'init_host',
                  None),
-                ('sweep', recovery, 'sweep', None),
-                ('find', recovery, 'find', found)):
+                ('sweep', sweep, 'sweep', found),
+                ('give_back', giveback, 'give_back_all', None)):
             self.useFixture(fixtures.MonkeyPatch(
                 '%s.%s.%s' % (owner.__module__, owner.__qualname__, attr)
                 if isinstance(owner, type) else
