@@ -219,6 +219,8 @@ def _shown(argv):
 
 def write_results(path, cells, results, counts, baselines, seconds, argv):
     held = sum(1 for r in results if r['outcome'] in ('held', 'kept'))
+    unreached = sum(1 for r in results
+                    if r['outcome'] == scenarios.NOT_REACHED)
     lines = [
         'Fault-point explorer: %s' % delivery(),
         '=' * len('Fault-point explorer: %s' % delivery()),
@@ -238,8 +240,10 @@ def write_results(path, cells, results, counts, baselines, seconds, argv):
                            result['outcome'])
             for (storage, name), result in baselines.items()),
         '',
-        '%d cells held or kept, %d broke an invariant or failed to run. '
-        '``kept``: %s.' % (held, len(cells) - held, scenarios.KEPT),
+        '%d cells held or kept, %d whose fault point was never reached '
+        '(``not-reached``: they test nothing), %d broke an invariant or '
+        'failed to run. ``kept``: %s.' % (
+            held, unreached, len(cells) - held - unreached, scenarios.KEPT),
         '',
         'Invariants:',
         '',
@@ -247,7 +251,7 @@ def write_results(path, cells, results, counts, baselines, seconds, argv):
     lines += ['* ``%s``: %s' % item for item in scenarios.INVARIANTS]
     lines += ['', table(cells, results), '']
     broken = [(c, r) for c, r in zip(cells, results)
-              if r['outcome'] not in ('held', 'kept')]
+              if r['outcome'] not in scenarios.PASSED]
     if broken:
         lines += ['What broke', '----------', '']
         for cell, result in broken:
@@ -349,9 +353,12 @@ def main(argv=None):
         write_results(args.results, cells, results, counts, baselines,
                       seconds, argv)
     failed = sum(1 for r in results + list(baselines.values())
-                 if r['outcome'] not in ('held', 'kept'))
-    print('explore: %d passed, %d failed' % (
-        len(results) + len(baselines) - failed, failed))
+                 if r['outcome'] not in scenarios.PASSED)
+    unreached = sum(1 for r in results
+                    if r['outcome'] == scenarios.NOT_REACHED)
+    print('explore: %d passed, %d not reached (they test nothing), %d '
+          'failed' % (len(results) + len(baselines) - failed - unreached,
+                      unreached, failed))
     print('Explored %d cells in %d s' % (len(results), seconds))
     return 1 if failed else 0
 

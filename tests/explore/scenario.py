@@ -91,6 +91,12 @@ INVARIANTS = (
 #: a destroy that works: the guest is powered off and kept with its files,
 #: and the next evacuation of the server to this host destroys it first
 #: (``retry`` still holds). ``orphaned`` is the one invariant not met.
+#: The outcome of a cell whose fault point was never reached: counted
+#: apart, neither held nor broken.
+NOT_REACHED = 'not-reached'
+#: The outcomes that are not a failure.
+PASSED = ('held', 'kept', NOT_REACHED)
+
 KEPT = ('the driver\'s destroy failed in the cleanup: the guest is powered '
         'off and kept with its files until the next evacuation of the '
         'server to this host destroys it first')
@@ -164,10 +170,16 @@ class ExploreCase(base.EvacuateTestCase):
         self._ran = (self.outcome, self.broken, self.points)
 
     def _verdict(self, cell):
-        """``held``, ``kept`` (see :data:`KEPT`), or what broke."""
+        """``held``, ``kept`` (see :data:`KEPT`), or what broke.
+
+        A cell whose fault never fired tested nothing: ``not-reached``
+        unless something broke all the same.
+        """
         broken = sorted({invariant for invariant, _ in self.broken})
         if not broken:
-            return 'held'
+            fault = cell.fault
+            return ('held' if fault is None or fault in self.tracer.fired
+                    else NOT_REACHED)
         fault = cell.fault
         if broken == ['orphaned'] and fault is not None and (
                 fault.kind == tracing.RAISE and
