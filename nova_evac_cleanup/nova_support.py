@@ -125,8 +125,11 @@ class HelperChanged(Exception):
 
 def _parameters(method):
     # nova's RPC decorators hide the method behind (*args, **kwargs).
-    return tuple(inspect.signature(
-        safe_utils.get_wrapped_function(method)).parameters)
+    try:
+        return tuple(inspect.signature(
+            safe_utils.get_wrapped_function(method)).parameters)
+    except (TypeError, ValueError):
+        return ('<unreadable>',)
 
 
 @functools.lru_cache()

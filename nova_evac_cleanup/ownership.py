@@ -55,6 +55,7 @@ def filesystem(path):
 
     :raises OSError: if it cannot be read
     """
+    path = os.path.abspath(path)
     while not os.path.lexists(path):
         path = os.path.dirname(path)
     return os.statvfs(path).f_fsid

@@ -74,12 +74,14 @@ def on_start(manager, context, locked):
     """The sweep at start-up, as ``sweep_on_start`` and this host allow.
 
     ``clean`` only reports without this host's lock (an audit may hold it)
-    or a journal to record each step in.
+    or a journal to record each step in; the journal is not touched while
+    the cleanup is disabled (:func:`sweep` then only reports).
 
     :param locked: whether this process holds this host's lock
     """
     mode = CONF.evacuate_cleanup.sweep_on_start
-    if mode == 'clean' and not (locked and journal.usable(manager.host)):
+    if mode == 'clean' and CONF.evacuate_cleanup.enabled and not (
+            locked and journal.usable(manager.host)):
         mode = 'report'
     return sweep(manager, context, mode)
 

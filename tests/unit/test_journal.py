@@ -295,6 +295,12 @@ class TestNovaSupport(test.NoDBTestCase):
                       'instance, orig_image_ref, image_meta', text)
         self.assertIn('expected, (self, context, instance) found', text)
 
+    def test_an_unreadable_signature_is_a_change(self):
+        """A name whose signature cannot be read never stops the start."""
+        with mock.patch.object(neutron.API, '_get_port_pci_dev', 42):
+            self.assertIn('_get_port_pci_dev',
+                          nova_support.changed())
+
     def test_a_removed_helper_is_reported_and_refused(self):
         """A nova that removed one: one sentence, and no call to it."""
         with mock.patch.object(neutron.API, '_has_resource_request', None):

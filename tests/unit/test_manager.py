@@ -1473,6 +1473,17 @@ class TestWithoutJournal(RebuildTestCase):
         self.assertEqual('report', sweep.call_args.args[2])
 
 
+class TestDisabled(RebuildTestCase):
+    """``enabled = False`` is hands off: the start writes no journal."""
+
+    def test_start_up_writes_nothing(self):
+        self.flags(enabled=False, group='evacuate_cleanup')
+        _log, sweep = self._init_host()
+        self.assertEqual('clean', sweep.call_args.args[2])
+        self.assertEqual([], os.listdir(
+            CONF.evacuate_cleanup.journal_path))
+
+
 class TestJournalOnASharedFilesystem(RebuildTestCase):
     """Issue 27, item 6: a journal other hosts may mount is told."""
 

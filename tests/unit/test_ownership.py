@@ -82,6 +82,13 @@ class TestProof(test_journal.JournalTestCase):
         self.assertFalse(owns)
         self.assertIn('is now', why)
 
+    def test_filesystem_of_a_relative_path(self):
+        """A relative instances path: its filesystem, not a loop for ever."""
+        os.chdir(self.instances)
+        self.addCleanup(os.chdir, os.path.dirname(os.path.abspath(__file__)))
+        self.assertEqual(os.statvfs(self.instances).f_fsid,
+                         ownership.filesystem('instances/x/y'))
+
     def test_contents_without_a_walk(self):
         os.makedirs(os.path.join(self.path, 'sub'))
         with open(os.path.join(self.path, 'disk'), 'w') as f:
