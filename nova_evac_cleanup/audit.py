@@ -32,7 +32,6 @@ from nova import objects
 
 from nova_evac_cleanup import giveback
 from nova_evac_cleanup import journal
-from nova_evac_cleanup import ownership
 from nova_evac_cleanup import rule
 from nova_evac_cleanup import sweep
 
@@ -57,20 +56,14 @@ def report(manager, context, delete=False):
     :returns: a dict, the report
     """
     nodes = rule.nodes(context, manager.host)
-    entries = journal.entries(manager.host)
-    found = [sweep.settle(manager, context, entry, nodes, act=delete)
-             for entry in entries]
-    known = {entry.instance_uuid for entry in entries}
-    guests, count = foreign_guests(manager, context, known, nodes)
-    known.update(_uuid(f) for f in guests)
-    records, seen = _history(manager, context, known, nodes)
-    found = [f for f in found + guests + records if f.ended or
-             _left_here(f) or _refuses(f) or f.verdict.decision == rule.END]
+    found, examined = sweep.survey(manager, context,
+                                   journal.entries(manager.host), nodes,
+                                   delete)
     result = {
         'host': manager.host,
         'delete': delete,
         'compute_service_up': _service_up(context, manager.host),
-        'examined': len(entries) + count + seen,
+        'examined': examined,
         'evacuations': [_as_dict(f) for f in found],
         'orphaned_allocations': _orphaned(manager, context, nodes, found),
         'missing_allocations': [],
@@ -96,25 +89,9 @@ def _uuid(finding):
         finding.entry.instance_uuid)
 
 
-def _left_here(finding):
-    """Whether anything of it is on this host, but the server's own files."""
-    left, entry = finding.left, finding.entry
-    return bool(left.guest or left.allocations or (
-        left.files and not (entry is not None and entry.shared)))
-
-
-def _refuses(finding):
-    """Whether it makes the next evacuation of the server here fail."""
-    entry, left, instance = finding.entry, finding.left, finding.state.instance
-    return bool(entry is not None and not entry.shared and
-                (left.guest or (left.files and entry.spawned)) and
-                instance is not None and not instance.deleted and
-                instance.host != finding.host)
-
-
 def _disks(finding):
     entry, instance = finding.entry, finding.state.instance
-    path = ownership.instance_path(instance.uuid)
+    path = finding.left.path
     if finding.left.owned:
         return ('remove: the evacuation created %s, not on shared storage' %
                 path)
@@ -124,7 +101,7 @@ def _disks(finding):
     if entry.shared:
         return ('keep: the instance\'s own files: the evacuation found them '
                 'on storage shared with %s before spawn' % instance.host)
-    return 'keep: %s' % ownership.proof(entry)[1]
+    return 'keep: %s' % finding.left.why
 
 
 def _actions(finding):
@@ -147,7 +124,7 @@ def _as_dict(finding):
     """The finding in the report."""
     entry, left, verdict = finding.entry, finding.left, finding.verdict
     instance, migration = finding.state.instance, finding.state.migration
-    path = ownership.instance_path(_uuid(finding))
+    path = left.path
     to_end = verdict.decision == rule.END and not finding.ended
     result = {
         'kind': verdict.kind, 'reason': verdict.reason, 'guest': left.guest,
@@ -162,7 +139,7 @@ def _as_dict(finding):
         'ended': finding.ended, 'instance': _uuid(finding),
         'journaled': entry is not None,
         'kept': entry is not None and entry.phase == journal.KEPT,
-        'refuses_evacuations': _refuses(finding),
+        'refuses_evacuations': finding.refuses(),
         'instance_exists': bool(instance and not instance.deleted),
         'migration': migration.uuid if migration else (
             entry and entry.migration_uuid),
@@ -202,81 +179,6 @@ def _orphaned(manager, context, nodes, found):
                 'evacuation_finding': consumer in handled,
             })
     return result
-
-
-def foreign_guests(manager, context, known, host_nodes):
-    """Guests on this hypervisor of instances hosted elsewhere.
-
-    nova's start-up destroys the guests of instances evacuated from this
-    host; the guest of an evacuation to this host that failed and kept it
-    (the cleanup disabled, or its destroy failed) is left, and reported.
-    Costs one hypervisor listing and one query, whatever the history.
-
-    :param known: instance uuids already examined
-    :returns: the findings to report, and the number of guests looked at
-    """
-    uuids = set(manager.driver.list_instance_uuids()) - set(known)
-    if not uuids:
-        return [], 0
-    # Sorted by uuid, the query is served by the uuid index alone, whatever
-    # the number of instances in the cell (nova's default sort, newest
-    # first, walks them all).
-    instances = objects.InstanceList.get_by_filters(
-        context, {'uuid': sorted(uuids), 'deleted': False},
-        expected_attrs=[], sort_keys=['uuid'], sort_dirs=['asc'])
-    found = [_record_finding(manager, context, instance.uuid, host_nodes)
-             for instance in instances if instance.host != manager.host]
-    return [f for f in found if f is not None], len(uuids)
-
-
-def _history(manager, context, known, host_nodes):
-    """Evacuation records to this host that left no journal entry.
-
-    Reported, never acted on: interrupted before this host journaled
-    evacuations (stock nova, the patch series, the cleanup disabled).
-    """
-    found, examined = [], 0
-    for migration in objects.MigrationList.get_by_filters(
-            context, {'host': manager.host,
-                      'migration_type': rule.EVACUATION},
-            sort_keys=['created_at', 'id'], sort_dirs=['desc', 'desc']):
-        examined += 1
-        if (migration.dest_compute != manager.host or
-                migration.instance_uuid in known):
-            continue
-        known.add(migration.instance_uuid)
-        finding = _record_finding(manager, context, migration.instance_uuid,
-                                  host_nodes, migration=migration)
-        if finding is not None:
-            found.append(finding)
-    return found, examined
-
-
-def _record_finding(manager, context, instance_uuid, host_nodes,
-                    migration=None):
-    """A finding for what the database alone shows; reported, never acted on.
-
-    :returns: a Finding, or None when nothing of it is left on this host
-        or the instance lives here, was deleted or is being moved
-    """
-    if migration is None:
-        evacuations = objects.MigrationList.get_by_filters(
-            context, {'instance_uuid': instance_uuid,
-                      'migration_type': rule.EVACUATION,
-                      'host': manager.host},
-            sort_keys=['created_at', 'id'], sort_dirs=['desc', 'desc'])
-        migration = next((m for m in evacuations
-                          if m.dest_compute == manager.host), None)
-    finding = sweep.examine(manager, context, host_nodes,
-                            instance_uuid=instance_uuid,
-                            migration_uuid=migration and migration.uuid)
-    instance = finding.state.instance
-    if (finding.verdict.decision != rule.KEEP or not _left_here(finding) or
-            instance is None or instance.host == manager.host or any(
-                m.status not in rule.OVER for m in finding.state.moves
-                if migration is None or m.id != migration.id)):
-        return None
-    return finding
 
 
 def text(report):

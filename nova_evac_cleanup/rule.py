@@ -69,9 +69,10 @@ State = collections.namedtuple('State', 'instance migration moves faulted',
                                defaults=(False,))
 #: What is on this host: the guest (None, 'running', 'defined'), the
 #: instance directory and its files with their sizes, this host's
-#: allocations by provider, and whether those
-#: files are the evacuation's own (:func:`nova_evac_cleanup.ownership.proof`).
-Left = collections.namedtuple('Left', 'guest path files allocations owned')
+#: allocations by provider, whether those files are the evacuation's own
+#: (:func:`nova_evac_cleanup.ownership.proof`) and, if not, why.
+Left = collections.namedtuple('Left', 'guest path files allocations owned '
+                              'why', defaults=(None,))
 Verdict = collections.namedtuple('Verdict', 'decision kind reason')
 
 _INSTANCE_ATTRS = ['info_cache', 'flavor', 'migration_context']
@@ -126,9 +127,9 @@ def left_here(manager, context, instance, entry, host_nodes):
                                    host_nodes)
     path = ownership.instance_path(instance.uuid)
     files = ownership.contents(path)
-    owned = bool(files and entry is not None and ownership.proof(entry)[0])
+    owned, why = ownership.proof(entry) if entry else (False, None)
     return Left(guest.state(manager.driver, instance), path, files,
-                allocations, owned)
+                allocations, bool(files and owned), why)
 
 
 def _elsewhere(host, state):

@@ -56,6 +56,25 @@ class Finding(object):
         #: whether the ending released the server
         self.ended = False
 
+    def leaves_something(self):
+        """Whether anything of it is here, but the server's own files."""
+        left, entry = self.left, self.entry
+        return bool(left.guest or left.allocations or (
+            left.files and not (entry is not None and entry.shared)))
+
+    def refuses(self):
+        """Whether it makes the next evacuation of the server here fail."""
+        entry, left, instance = self.entry, self.left, self.state.instance
+        return bool(entry is not None and not entry.shared and
+                    (left.guest or (left.files and entry.spawned)) and
+                    instance is not None and not instance.deleted and
+                    instance.host != self.host)
+
+    def reported(self):
+        """Whether the audit reports it."""
+        return (self.ended or self.leaves_something() or self.refuses() or
+                self.verdict.decision == rule.END)
+
 
 def examine(manager, context, host_nodes, entry=None, instance_uuid=None,
             migration_uuid=None):
@@ -148,6 +167,72 @@ def settle(manager, context, entry, host_nodes, act=True, ending=None):
             ports.report_away(manager, context, state.instance,
                               'evacuation to %s ended' % manager.host)
     return finding
+
+
+def survey(manager, context, entries, host_nodes, act):
+    """What evacuations left here, and with ``act`` ended: the audit's.
+
+    Each of ``entries``, settled as at start-up, then what only the
+    database shows (:func:`unjournaled`).
+
+    :returns: the findings to report, and how many evacuations were
+        examined
+    """
+    found = [settle(manager, context, entry, host_nodes, act=act)
+             for entry in entries]
+    others, examined = unjournaled(
+        manager, context, {entry.instance_uuid for entry in entries},
+        host_nodes)
+    return ([f for f in found + others if f.reported()],
+            len(entries) + examined)
+
+
+def unjournaled(manager, context, known, host_nodes):
+    """Evacuations to this host that left something and no journal entry.
+
+    Reported, never acted on: the guest here of an instance hosted
+    elsewhere (nova's start-up destroys those of instances evacuated from
+    this host, not the guest a failed evacuation to it kept, the cleanup
+    disabled or its destroy failed), and evacuation records to this host
+    from before it journaled evacuations (stock nova, the patch series).
+    One hypervisor listing and two queries, whatever the history.
+
+    :param known: instance uuids already examined
+    :returns: the findings, and how many guests and records were looked at
+    """
+    guests = set(manager.driver.list_instance_uuids()) - set(known)
+    records = objects.MigrationList.get_by_filters(
+        context, {'host': manager.host, 'migration_type': rule.EVACUATION},
+        sort_keys=['created_at', 'id'], sort_dirs=['desc', 'desc'])
+    newest = {}
+    for migration in records:
+        if migration.dest_compute == manager.host:
+            newest.setdefault(migration.instance_uuid, migration)
+    candidates = {}
+    if guests:
+        # Sorted by uuid, the query is served by the uuid index alone,
+        # whatever the number of instances in the cell.
+        candidates = {instance.uuid: newest.get(instance.uuid)
+                      for instance in objects.InstanceList.get_by_filters(
+                          context, {'uuid': sorted(guests), 'deleted': False},
+                          expected_attrs=[], sort_keys=['uuid'],
+                          sort_dirs=['asc'])
+                      if instance.host != manager.host}
+    for uuid, migration in newest.items():
+        if uuid not in known and uuid not in guests:
+            candidates[uuid] = migration
+    found = []
+    for uuid, migration in candidates.items():
+        finding = examine(manager, context, host_nodes, instance_uuid=uuid,
+                          migration_uuid=migration and migration.uuid)
+        instance = finding.state.instance
+        if (finding.verdict.decision == rule.KEEP and
+                finding.leaves_something() and instance is not None and
+                instance.host != manager.host and not any(
+                    m.status not in rule.OVER for m in finding.state.moves
+                    if migration is None or m.id != migration.id)):
+            found.append(finding)
+    return found, len(guests) + len(records)
 
 
 def commands(finding):
