@@ -17,20 +17,17 @@
 Kept in memory for the life of nova's ``rebuild_instance``, and journaled
 (:mod:`nova_evac_cleanup.journal`) for a start that follows this
 process's death. Should the journal be unusable, the evacuation goes on
-with what it knows in memory: its cleanup of a failed spawn never depends
-on a write to disk.
+from memory: the cleanup of a failed spawn never depends on a write.
 """
-
-import os
 
 from oslo_log import log as logging
 
 from nova_evac_cleanup import ending
 from nova_evac_cleanup import journal
 from nova_evac_cleanup import leftovers
-from nova_evac_cleanup import nova_support
 from nova_evac_cleanup import ownership
 from nova_evac_cleanup import ports
+from nova_evac_cleanup import records
 from nova_evac_cleanup import rule
 from nova_evac_cleanup import sweep
 
@@ -47,7 +44,7 @@ class Evacuation(object):
         #: its journal entry, in memory whether or not the journal has it
         self.entry = entry
         self.migration = migration
-        #: nova's answer to "shared?", handed to nova, which checks it
+        #: nova's answer to "shared?", seen as nova asked the driver
         self.shared = None
         #: None, then 'entered', 'returned' or 'raised': the driver's spawn
         self.spawn = None
@@ -87,7 +84,26 @@ class Evacuation(object):
             network_info=self.network_info,
             block_device_info=self.block_device_info, error=self.error)
 
-    # The failure handler: what the manager calls when it failed.
+    # What nova's calls tell, as nova makes them.
+
+    def spawned(self, real, call, args, kwargs):
+        """The driver's spawn: journal the directory it makes, then run it.
+
+        :param call: its arguments by name
+        """
+        self.network_info = call.get('network_info')
+        self.block_device_info = call.get('block_device_info')
+        self.entry.shared = self.shared
+        ownership.claim(self.entry, call['instance'])
+        self.journal(durable=True)
+        self.spawn = 'entered'
+        try:
+            result = real(*args, **kwargs)
+        except BaseException:
+            self.spawn = 'raised'
+            raise
+        self.spawn = 'returned'
+        return result
 
     def failed(self, manager, instance, error):
         """nova's rebuild code raised: the guest, before nova's handler.
@@ -103,16 +119,15 @@ class Evacuation(object):
             return
         if self.spawn == 'returned' and self._lives_here(manager, instance):
             return
-        self.ending(manager).before_nova(instance)
+        self.before_nova(manager, instance)
 
     def finish_failed(self, manager, instance, error):
         """nova's ``finish_evacuation`` raised.
 
         If it had recorded the instance here, the instance lives here:
-        what it left is finished. Otherwise the evacuation failed after
-        spawn: the instance is read again (nova's handler must not save
-        this host into it) and the guest destroyed before nova's handler
-        releases the server. Never raises.
+        what it left is finished. Otherwise the instance is read again
+        (nova's handler must not save this host into it) and the guest
+        destroyed before nova's handler releases the server. Never raises.
         """
         self.error = error
         self.journal()
@@ -123,15 +138,35 @@ class Evacuation(object):
         except Exception:
             LOG.exception('Could not read the instance again',
                           instance=instance)
-        self.ending(manager).before_nova(instance)
+        self.before_nova(manager, instance)
+
+    def before_nova(self, manager, instance):
+        """The guest and the volumes, before nova's handler runs.
+
+        While nova's claim still holds this host's resources and the
+        server is still in the evacuation's task state. The volumes only
+        while the evacuation is still the server's newest move. Never
+        raises.
+        """
+        steps, state = self.ending(manager), rule.State(instance, None, [])
+        if 'destroy' not in self.entry.done:
+            steps.step('destroy', state)
+        if 'volumes' in self.entry.done:
+            return
+        try:
+            moves = rule.read(self.context, instance.uuid).moves
+        except Exception:
+            LOG.exception('Could not read the moves of %s', instance.uuid)
+            return
+        if moves and moves[0].uuid == self.entry.migration_uuid:
+            steps.step('volumes', state)
 
     def _lives_here(self, manager, instance, finish=False):
         """Whether the instance lives here; when in doubt, True.
 
-        The database says so; if it cannot be read, the guest is powered
-        off and left. An evacuation that failed after spawn returned has a
-        running guest here: left running while its source runs the server
-        again, it would be a second writer on its volumes and shared disks.
+        If the database cannot be read, the guest is powered off and left:
+        left running while its source runs the server again, it would be a
+        second writer on its volumes and shared disks.
 
         :param finish: end what nova's ``finish_evacuation`` left of one
             that lives here
@@ -156,7 +191,7 @@ class Evacuation(object):
                     '%s (%s): it lives here', self.entry.host, self.error,
                     instance=instance)
         if finish:
-            ending.finish(self.context, current, state.migration)
+            records.finish(self.context, current, state.migration)
         return True
 
     def after_nova(self, manager, instance, error):
@@ -164,8 +199,7 @@ class Evacuation(object):
 
         Through the one ending, on the rule's verdict: what nova's handler
         did is found done. Should it have ended with another error than
-        the evacuation's, the evacuation's own is recorded as the fault.
-        Never raises.
+        the evacuation's, the evacuation's own is the fault. Never raises.
         """
         if self.error is None:
             self.error = error
@@ -177,7 +211,7 @@ class Evacuation(object):
             if self.error is not error:
                 LOG.error('Ending the failed evacuation to %s failed: %s',
                           self.entry.host, error, instance=instance)
-                ending.add_fault(self.context, instance, self.error)
+                records.add_fault(self.context, instance, self.error)
             finding = sweep.settle(
                 manager, self.context, self.entry,
                 rule.nodes(self.context, self.entry.host),
@@ -188,44 +222,11 @@ class Evacuation(object):
             LOG.exception('Could not end the failed evacuation to %s',
                           self.entry.host, instance=instance)
 
-    def claim(self, instance):
-        """Record nova's answer, and the directory spawn makes if its own.
-
-        Journaled, fsynced, before spawn (:mod:`nova_evac_cleanup.ownership`).
-        A directory that exists already although nova found the files not
-        on shared storage (a share that was unreachable when nova looked,
-        or a leftover) turns the answer into "unknown": its disks are kept
-        whatever happens. Never raises.
-        """
-        entry = self.entry
-        entry.shared, entry.spawned = self.shared, True
-        path = ownership.instance_path(instance.uuid)
-        if entry.shared is False and os.path.lexists(path):
-            LOG.warning('The instance directory %s exists although nova found '
-                        'the files not on shared storage: they are kept',
-                        path, instance=instance)
-            entry.shared = None
-        # On a nova that would delete the vTPM secret with the disks, they
-        # are not the evacuation's to remove.
-        keep = entry.shared is False and nova_support.vtpm_hazard(instance)
-        if keep:
-            LOG.warning('The disks of the evacuation to %s are kept whatever '
-                        'happens: %s', entry.host, keep, instance=instance)
-        elif entry.shared is False:
-            try:
-                entry.claim, entry.fsid = path, ownership.filesystem(path)
-            except OSError as error:
-                LOG.warning('Could not read where %s will be (%s): its disks '
-                            'are kept', path, error, instance=instance)
-                entry.claim, entry.shared = None, None
-        self.journal(durable=True)
-
     def end(self, driver, instance):
         """nova's rebuild code returned: end the journal entry.
 
-        If the instance is recorded here, every journal entry of the
-        instance here goes. Otherwise :func:`nova_evac_cleanup.leftovers.end`
-        removes the entry or records what is kept. Never raises.
+        If the instance is recorded here, every entry of it here goes;
+        otherwise :func:`nova_evac_cleanup.leftovers.end`. Never raises.
         """
         entry = self.entry
         if instance.host != entry.host:

@@ -12,27 +12,19 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""Destroy the guest an evacuation made on this host, as it was made here.
+"""The guest an evacuation made on this host: its state, and its destroy.
 
 The guest was spawned with this host's resources, which the instance's
-migration context holds (``new_numa_topology``, ``new_pci_devices``,
-``new_pci_requests``, ``new_resources``): the driver must see them to
-release what the guest used here (libvirt powers down its dedicated CPUs
-and zeroes its vPMEM namespaces). nova applies them for spawn with
-``instance.mutated_migration_context()``, but the driver's cleanup saves
-the instance it is given (libvirt's ``_cleanup`` records ``clean_attempts``
-and ``cleaned``), and a save inside that context writes this host's
-NUMA topology, PCI requests and resources onto an instance that stays on
-its source host, where its next boot would be pinned wrongly (the context
-manager's own docstring warns against it).
-
-So the driver gets a copy of the instance with this host's resources
-applied, whose saves write the instance's own resources: whatever the
-driver records is saved, this host's resources never are. When the
-migration context is gone (nova's claim was already aborted), the copy
-carries no NUMA topology, PCI devices or resources: the driver then
-releases nothing it cannot name, rather than the source host's CPUs or
-vPMEMs.
+migration context holds (NUMA topology, PCI devices and requests,
+resources): the driver must see them to release what the guest used here
+(libvirt powers down its dedicated CPUs, zeroes its vPMEM namespaces). But
+the driver's cleanup saves the instance it is given (libvirt records
+``clean_attempts``), and a save inside ``mutated_migration_context()``
+would write this host's resources onto an instance that stays on its
+source (that context manager's own docstring warns against it). So the
+driver gets a copy with this host's resources applied whose saves write
+the instance's own. With the context gone (nova aborted its claim), the
+copy names no such resource: the driver releases nothing it cannot name.
 """
 
 from nova.compute import power_state
@@ -40,6 +32,8 @@ from nova import exception
 from nova.objects import instance as instance_obj
 from oslo_log import log as logging
 from oslo_utils import excutils
+
+from nova_evac_cleanup import ownership
 
 LOG = logging.getLogger(__name__)
 
@@ -50,12 +44,8 @@ _RESOURCES = tuple(instance_obj._MIGRATION_CONTEXT_ATTRS)
 def as_made_here(instance, resources_known=True):
     """A copy of ``instance`` as its guest was made on this host.
 
-    Saving the copy saves what else changed on it with the instance's own
-    resources, never this host's.
-
-    :param resources_known: whether the instance's migration context holds
-        the resources the guest was made with; False for the guest of an
-        earlier evacuation, whose claim is gone
+    :param resources_known: whether the migration context holds what the
+        guest was made with; False for an earlier evacuation's guest
     """
     own = {name: getattr(instance, name) for name in _RESOURCES}
     view = instance.obj_clone()
@@ -82,11 +72,11 @@ def as_made_here(instance, resources_known=True):
 
 def destroy(driver, context, instance, network_info, block_device_info,
             destroy_disks, resources_known=True):
-    """``driver.destroy`` of the guest on this host; see the module doc.
+    """``driver.destroy`` of the guest as it was made here.
 
     Should it fail, the guest is at least powered off: left running, it
-    would be a second writer on the server's volumes and shared disks
-    once its source runs it again. The destroy's error is re-raised.
+    would be a second writer on the server's volumes and shared disks once
+    its source runs it again. The destroy's error is re-raised.
     """
     view = as_made_here(instance, resources_known)
     try:
@@ -100,6 +90,38 @@ def destroy(driver, context, instance, network_info, block_device_info,
             except Exception:
                 LOG.exception('Could not power off the guest either',
                               instance=instance)
+
+
+def end(driver, context, instance, entry, network_info, block_device_info,
+        resources_known=True):
+    """Destroy the guest of ``entry``; its disks only with proof, taken now.
+
+    A guest that could not be destroyed but is powered off is kept: the
+    next evacuation of the server here destroys it first.
+
+    :returns: what was done, a sentence
+    :raises: the destroy's error, if the guest still runs
+    """
+    present = state(driver, instance)
+    owns, why = ownership.proof(entry)
+    try:
+        destroy(driver, context, instance, network_info, block_device_info,
+                owns, resources_known)
+    except Exception:
+        if state(driver, instance) == 'running':
+            raise
+        LOG.exception('Evacuation %s to %s (%s): could not destroy its '
+                      'guest; it is kept, powered off, and the next '
+                      'evacuation of the server here destroys it first',
+                      entry.migration_uuid, entry.host,
+                      entry.error or 'interrupted',
+                      instance_uuid=entry.instance_uuid)
+        return 'kept the guest, powered off: it could not be destroyed'
+    return '%s; %s' % (
+        'destroyed the %s guest' % present if present else
+        'no guest was defined; disconnected what spawn connected',
+        'removed its disks (not on shared storage)' if owns else
+        'kept its disks: %s' % why)
 
 
 def state(driver, instance):

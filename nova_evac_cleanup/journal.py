@@ -85,6 +85,14 @@ class Entry(object):
         #: the steps of the ending done
         self.done = done or []
 
+    def made(self, volume_id, attachment_id):
+        """Whether the evacuation made the volume's attachment here.
+
+        Not if it is still the source's, which ``detached`` noted before
+        nova's ``detach_block_devices`` deleted it.
+        """
+        return self.detached.get(volume_id, attachment_id) != attachment_id
+
     def as_dict(self):
         return {name: getattr(self, name) for name in self.FIELDS}
 

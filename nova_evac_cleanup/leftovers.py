@@ -32,12 +32,12 @@ Files without proof are never removed or renamed here.
 from nova import exception
 from oslo_log import log as logging
 
-from nova_evac_cleanup import ending
 from nova_evac_cleanup import guest
 from nova_evac_cleanup import journal
 from nova_evac_cleanup import ownership
-from nova_evac_cleanup import rule
+from nova_evac_cleanup import records
 from nova_evac_cleanup import runbook
+from nova_evac_cleanup import volumes
 
 LOG = logging.getLogger(__name__)
 
@@ -112,7 +112,7 @@ def forget(context, entry, state):
     instance = state.instance
     lives_here = instance is not None and instance.host == entry.host
     if lives_here:
-        ending.finish(context, instance, state.migration)
+        records.finish(context, instance, state.migration)
     journal.remove(entry)
     LOG.info('Evacuation %s to %s: nothing of it needs a record here any '
              'more: forgotten', entry.migration_uuid, entry.host,
@@ -163,7 +163,7 @@ def clear_or_refuse(manager, context, instance, migration_uuid):
 def _clear(manager, context, instance, entry):
     guest_left, files = _left(manager.driver, entry, instance)
     owned, _why = ownership.proof(entry)
-    if guest_left or (files and owned):
+    if entry.spawned and (guest_left or (files and owned)):
         LOG.warning('Evacuation %s left a guest on %s: destroying it (%s) '
                     'before evacuating the server here again',
                     entry.migration_uuid, manager.host,
@@ -171,8 +171,11 @@ def _clear(manager, context, instance, entry):
                     'keeping its files', instance=instance)
         try:
             # The resources its claim had are gone with the claim.
-            ending.Ending(manager, context, entry, lambda: None).destroy_guest(
-                rule.State(instance, None, []), resources_known=False)
+            guest.end(manager.driver, context, instance, entry,
+                      instance.get_network_info(),
+                      volumes.block_device_info(manager, context, instance,
+                                                entry),
+                      resources_known=False)
         except Exception:
             LOG.exception('Could not destroy what evacuation %s left on %s',
                           entry.migration_uuid, manager.host,

@@ -140,23 +140,12 @@ class EvacuateCleanupMixin(object):
         setattr(owner, name, watched)
 
     def _spawn(self, real, *args, **kwargs):
-        """The driver's spawn: claim the directory, note what happened."""
         call = nova_support.spawn_arguments(args, kwargs)
         evacuation = self._evacuations.get(
             getattr(call.get('instance'), 'uuid', None))
         if evacuation is None or evacuation.spawn is not None:
             return real(*args, **kwargs)
-        evacuation.network_info = call.get('network_info')
-        evacuation.block_device_info = call.get('block_device_info')
-        evacuation.claim(call['instance'])
-        evacuation.spawn = 'entered'
-        try:
-            result = real(*args, **kwargs)
-        except BaseException:
-            evacuation.spawn = 'raised'
-            raise
-        evacuation.spawn = 'returned'
-        return result
+        return evacuation.spawned(real, call, args, kwargs)
 
     def _instance_on_disk(self, real, instance):
         """nova's one answer to "are the files shared?", which it acts on."""

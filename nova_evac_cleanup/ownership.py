@@ -35,6 +35,11 @@ disks; anything else keeps them.
 import os
 
 from nova import objects
+from oslo_log import log as logging
+
+from nova_evac_cleanup import nova_support
+
+LOG = logging.getLogger(__name__)
 
 
 def instance_path(instance_uuid):
@@ -59,6 +64,34 @@ def filesystem(path):
     while not os.path.lexists(path):
         path = os.path.dirname(path)
     return os.statvfs(path).f_fsid
+
+
+def claim(entry, instance):
+    """Note in ``entry``, before spawn, the directory spawn will make.
+
+    Only where nova found the files not shared. A directory there already
+    (a share unreachable when nova looked, or a leftover) turns nova's
+    answer into "unknown"; on a nova that would delete the vTPM secret
+    with the disks, they are kept too. Never raises.
+    """
+    entry.spawned = True
+    path = instance_path(instance.uuid)
+    if entry.shared is False and os.path.lexists(path):
+        LOG.warning('The instance directory %s exists although nova found '
+                    'the files not on shared storage: they are kept',
+                    path, instance=instance)
+        entry.shared = None
+    keep = entry.shared is False and nova_support.vtpm_hazard(instance)
+    if keep:
+        LOG.warning('The disks of the evacuation to %s are kept whatever '
+                    'happens: %s', entry.host, keep, instance=instance)
+    elif entry.shared is False:
+        try:
+            entry.claim, entry.fsid = path, filesystem(path)
+        except OSError as error:
+            LOG.warning('Could not read where %s will be (%s): its disks '
+                        'are kept', path, error, instance=instance)
+            entry.claim, entry.shared = None, None
 
 
 def proof(entry):

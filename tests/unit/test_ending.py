@@ -44,6 +44,7 @@ from nova_evac_cleanup import ending
 from nova_evac_cleanup import journal
 from nova_evac_cleanup import nova_support
 from nova_evac_cleanup import ownership
+from nova_evac_cleanup import records
 from nova_evac_cleanup import rule
 from nova_evac_cleanup import sweep
 
@@ -454,11 +455,11 @@ class TestSetStatus(EndingTestCase):
         self.migration.status = 'completed'
         self.migration.save()
 
-        self.assertFalse(ending.set_status(self.context, stale, rule.RUNNING,
-                                           'failed'))
+        self.assertFalse(records.set_status(self.context, stale,
+                                            rule.RUNNING, 'failed'))
         self.assertEqual('completed', self._reload()[1].status)
-        self.assertTrue(ending.set_status(self.context, stale,
-                                          ('completed',), 'failed'))
+        self.assertTrue(records.set_status(self.context, stale,
+                                           ('completed',), 'failed'))
         self.assertEqual('failed', self._reload()[1].status)
 
     def test_read_right_before_the_save_through_the_conductor(self):
@@ -471,7 +472,7 @@ class TestSetStatus(EndingTestCase):
         with mock.patch.object(objects.Migration, 'get_by_id',
                                return_value=self._reload()[1]), \
                 mock.patch.object(objects.Migration, 'save') as save:
-            self.assertFalse(ending.set_status(
+            self.assertFalse(records.set_status(
                 self.context, stale, rule.RUNNING, 'failed'))
         save.assert_not_called()
         self.assertIsNotNone(objects_base.NovaObject.indirection_api)

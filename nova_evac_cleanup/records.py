@@ -1,0 +1,99 @@
+# Copyright 2026 nova-evac-cleanup developers
+#
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""nova's records of an evacuation, each written only from what it expects.
+
+nova's evacuate API checks no task state and a source that comes back
+first completes the migration: a read then a save would overwrite either.
+So the migration's status and the server's task state are written with a
+compare-and-swap, and nothing else of the server is saved with them.
+"""
+
+from nova.compute import resource_tracker
+from nova.compute import utils as compute_utils
+from nova.db.main import api as db_api
+from nova.db.main import models
+from nova import objects
+from nova.objects import base as objects_base
+from nova import utils
+from oslo_log import log as logging
+
+LOG = logging.getLogger(__name__)
+
+
+def set_status(context, migration, expected, status):
+    """The migration from one of ``expected`` to ``status``; whether it was.
+
+    A compare-and-swap in the database where this process reaches it (the
+    audit, nova's functional tests). Through nova-conductor, which has no
+    conditional update of a migration, it is read right before the write.
+    """
+    if objects_base.NovaObject.indirection_api is None:
+        with db_api.get_context_manager(context).writer.using(context):
+            return bool(context.session.query(models.Migration).filter_by(
+                id=migration.id, deleted=0).filter(
+                models.Migration.status.in_(expected)).update(
+                {'status': status}, synchronize_session=False))
+    current = objects.Migration.get_by_id(context, migration.id)
+    if current.status not in expected:
+        return False
+    current.status = status
+    current.save()
+    return True
+
+
+def set_task_state(context, instance, expected, task_state, **changes):
+    """The server's task state from ``expected``, with ``changes``.
+
+    Saved through a copy that holds only what changes: the instance read
+    before may carry fields nova saves again whatever changed (its
+    migration context), which are a newer operation's by now.
+
+    :raises UnexpectedTaskStateError: the server is not in ``expected``
+    """
+    changes['task_state'] = task_state
+    server = objects.Instance(context=context, uuid=instance.uuid)
+    server.obj_reset_changes()
+    server.update(changes)
+    server.save(expected_task_state=[expected])
+    instance.update(changes)
+
+
+def drop_context(instance, migration):
+    """Drop the instance's migration context if it is ``migration``'s."""
+    if instance.migration_context is not None and (
+            instance.migration_context.migration_id == migration.id):
+        instance.drop_migration_context()
+        return True
+    return False
+
+
+@utils.synchronized(resource_tracker.COMPUTE_RESOURCE_SEMAPHORE, fair=True)
+def finish(context, instance, migration):
+    """What nova's ``finish_evacuation`` left of one that moved it here.
+
+    Under the resource tracker's lock, as nova does it: its periodic
+    update never sees the context gone and the migration in progress.
+    """
+    drop_context(instance, migration)
+    if migration.status == 'pre-migrating' and set_status(
+            context, migration, ('pre-migrating',), 'done'):
+        LOG.info('Evacuation %s to %s: migration set to done',
+                 migration.uuid, instance.host, instance=instance)
+
+
+def add_fault(context, instance, error):
+    """``error`` as the instance's fault, with its traceback if it has one."""
+    compute_utils.add_instance_fault_from_exc(
+        context, instance, error, (type(error), error, error.__traceback__))

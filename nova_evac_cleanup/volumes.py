@@ -1,0 +1,89 @@
+# Copyright 2026 nova-evac-cleanup developers
+#
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""The volumes of a failed evacuation: let go here, connected at the source.
+
+Before it spawns, nova's evacuation replaces each volume's attachment with
+one for the destination (``detach_block_devices``, then
+``_prep_block_device``); nothing replaces them back when it fails. The
+destination releases its connections of the volumes the evacuation
+attached (:func:`release`): their attachments become reserved ones, as
+nova's ``revert_resize`` leaves them on a resize's destination.
+"""
+
+from nova import objects
+from oslo_log import log as logging
+
+from nova_evac_cleanup import nova_support
+from nova_evac_cleanup import runbook
+
+LOG = logging.getLogger(__name__)
+
+
+def made_here(context, entry):
+    """The volume mappings whose attachment ``entry``'s evacuation made.
+
+    Those whose attachment is still the one the entry noted before nova's
+    ``detach_block_devices`` deleted it are the source's.
+    """
+    return [bdm for bdm in objects.BlockDeviceMappingList.
+            get_by_instance_uuid(context, entry.instance_uuid)
+            if bdm.is_volume and entry.made(bdm.volume_id,
+                                            bdm.attachment_id)]
+
+
+def release(manager, context, instance, entry):
+    """This host's connections of the volumes it attached, released.
+
+    :returns: what was done, a sentence, or None
+    """
+    bdms = made_here(context, entry)
+    if not bdms:
+        return None
+    commands = ' && '.join(runbook.refresh_volumes(
+        instance.host, instance.uuid, [bdm.volume_id for bdm in bdms]))
+    try:
+        terminate = nova_support.helper(manager,
+                                        '_terminate_volume_connections')
+    except nova_support.HelperChanged as error:
+        LOG.error('Evacuation %s to %s: cannot release the connections of '
+                  'its volumes here (%s); once checked, run: %s',
+                  entry.migration_uuid, entry.host, error, commands,
+                  instance=instance)
+        return None
+    terminate(context, instance, bdms)
+    LOG.warning('Evacuation %s to %s: its volumes are reserved for the '
+                'server; nova-evac-cleanup on %s connects them there again '
+                'as it runs; without it, run: %s', entry.migration_uuid,
+                entry.host, instance.host, commands, instance=instance)
+    return 'released the connections of volumes %s here' % ', '.join(
+        bdm.volume_id for bdm in bdms)
+
+
+def block_device_info(manager, context, instance, entry):
+    """The database's block device info, of the volumes spawn was given.
+
+    Those the evacuation did not attach here are left out: their
+    connection info is the source's.
+    """
+    try:
+        info = nova_support.helper(
+            manager, '_get_instance_block_device_info')(context, instance)
+    except nova_support.HelperChanged as error:
+        LOG.error('Destroying the guest without its volumes: %s', error,
+                  instance=instance)
+        return None
+    return dict(info, block_device_mapping=[
+        bdm for bdm in info['block_device_mapping']
+        if entry.made(bdm['volume_id'], bdm['attachment_id'])])
