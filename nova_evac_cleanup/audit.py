@@ -134,7 +134,7 @@ def _as_dict(finding):
         'allocation_here': left.allocations,
         'disks': _disks(finding) if instance is not None else '',
         'actions': _actions(finding) if to_end and not finding.done else [],
-        'commands': sweep.commands(finding) if not to_end else [],
+        'commands': finding.commands() if not to_end else [],
         'done': finding.done, 'errors': finding.errors,
         'ended': finding.ended, 'instance': _uuid(finding),
         'journaled': entry is not None,

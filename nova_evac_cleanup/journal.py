@@ -14,28 +14,20 @@
 
 """The record: what this host knows, on its own disk, of its evacuations.
 
-The start-up sweep and ``nova-evac-cleanup audit --delete`` may only act on
-proof that what they touch belongs to an evacuation this host ran; the database
-cannot give it (its records outlive the evacuation, and an instance moves on).
-So the evacuating compute keeps an **entry** per evacuation to this host, one
-file each in ``[evacuate_cleanup] journal_path`` on this host's local disk,
-from before nova's rebuild code runs until nothing of the evacuation is left
-here. ``spawned`` says it got as far as spawning (with nova's answer to
-"shared?" and, where it is the evacuation's, the instance directory spawn
-makes: :mod:`nova_evac_cleanup.ownership`), ``phase`` how far its end got:
-``begun`` (running), ``ending`` and ``releasing``
-(:mod:`nova_evac_cleanup.ending` holds the server; ``done`` lists its steps),
-``kept`` (it ended, and left here what the cleanup keeps:
-:mod:`nova_evac_cleanup.leftovers`).
+The start-up sweep and ``audit --delete`` act only on proof that what they
+touch is an evacuation this host ran; the database cannot give it (its
+records outlive the evacuation, and instances move on). So the evacuating
+compute keeps one **entry** per evacuation to it, a file in
+``[evacuate_cleanup] journal_path``, from before nova's rebuild code runs
+until nothing of it is left here. ``phase`` says how far its end got:
+``begun``, ``ending`` and ``releasing`` (the ending holds the server;
+``done`` lists its steps), ``kept`` (it left here what the cleanup keeps).
 
-Every write is atomic (a new file renamed over the old one): after the
-process dies an entry is the old or the new one, never a torn one. The
-writes that precede what a crash of the host could leave without a record
-are fsynced (``durable``). Reading tolerates anything else found in the
-directory: a file that is not an entry of this host is logged and skipped.
-Entries written by earlier versions (nested ``claim`` and ``ending``) are
-read too: a deployment upgrades with entries on disk. Their directories
-were proven by a marker in them, not by ``fsid``: their disks are kept.
+Each write is atomic (a new file renamed over the old one); those that
+precede what a crash of the host could leave unrecorded are fsynced
+(``durable``). Anything else in the directory is logged and skipped.
+Entries of earlier versions are read too; their directories were proven
+by a marker, not by ``fsid``, so their disks are kept.
 """
 
 import json
@@ -66,8 +58,7 @@ class Entry(object):
         self.host = host
         self.instance_uuid = instance_uuid
         self.migration_uuid = migration_uuid
-        #: whether it got as far as spawning: before, nothing on this host
-        #: is its own (files found here are another's)
+        #: whether it got as far as spawning: before, nothing here is its own
         self.spawned = spawned
         #: nova's answer before spawn: True, False or None (not known)
         self.shared = shared
@@ -154,15 +145,6 @@ def _path(host, migration_uuid):
     return os.path.join(_directory(host), migration_uuid + _SUFFIX)
 
 
-def fsync_directory(path):
-    """Make the entries of directory ``path`` durable."""
-    descriptor = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
-
-
 def write(entry, durable=False):
     """Write ``entry`` atomically; with ``durable``, fsynced too.
 
@@ -179,17 +161,15 @@ def write(entry, durable=False):
             os.fsync(stream.fileno())
     os.replace(temporary, path)
     if durable:
-        fsync_directory(directory)
+        descriptor = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
 
 
 def remove(entry):
-    """Forget ``entry``.
-
-    Not fsynced: an entry back after a power cut is examined again, and
-    forgotten, by the next start.
-
-    :raises OSError: if it could not be removed
-    """
+    """Forget ``entry`` (not fsynced: the next start forgets it again)."""
     try:
         os.unlink(_path(entry.host, entry.migration_uuid))
     except FileNotFoundError:
@@ -219,9 +199,8 @@ def shared_filesystem(path):
 def usable(host):
     """Whether the journal of ``host`` can be written; logs why not.
 
-    Creates the directory if it is missing, and writes and removes a probe
-    entry: a read-only filesystem or a full disk shows here. A journal
-    other hosts may mount gets a warning.
+    A probe entry is written and removed: a read-only filesystem or a full
+    disk shows here. A journal other hosts may mount gets a warning.
     """
     shared = shared_filesystem(CONF.evacuate_cleanup.journal_path)
     if shared:
@@ -244,11 +223,10 @@ def usable(host):
 
 
 def entries(host, instance_uuid=None):
-    """The entries of this host (of one instance), oldest name first.
+    """The entries of this host (of one instance), by name.
 
-    Anything in the journal directory that is not a readable entry of this
-    host (another host's, a directory, an empty, truncated or foreign
-    file) proves nothing: it is logged and skipped.
+    Anything else in the directory (another host's entry, an empty,
+    truncated or foreign file) proves nothing: logged and skipped.
     """
     directory = _directory(host)
     try:

@@ -14,15 +14,11 @@
 
 """A nova compute manager that cleans up after a failed evacuation.
 
-nova leaves on the destination of an evacuation whose spawn failed what
-spawn made: the guest, the instance directory and its disks; the next
-evacuation there fails with ``InstanceExists`` or boots the stale disk.
 The mixin hooks around nova's own methods and watches three calls nova
 makes (the driver's ``instance_on_disk`` and ``spawn``, the resource
-tracker's ``finish_evacuation``): nova runs every line of its rebuild code
-and the answers it acts on are the cleanup's. A running evacuation is
-:mod:`~nova_evac_cleanup.evacuation`; one that did not move the server
-here ends through :mod:`~nova_evac_cleanup.ending`.
+tracker's ``finish_evacuation``): nova runs every line of its rebuild code,
+and the answers it acts on are the cleanup's. The running evacuation is
+:mod:`~nova_evac_cleanup.evacuation`.
 """
 
 import functools
@@ -59,31 +55,23 @@ class EvacuateCleanupMixin(object):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        # The evacuations running here, by instance uuid: nova never runs
-        # two rebuilds of one instance on one host at once.
+        # By instance uuid: nova never rebuilds one instance twice at once.
         self._evacuations = {}
         self._host_lock = None
-        #: what the give-back of failed evacuations from here tried
         self._given_back = giveback.Tries()
-        #: whether the cleanup runs at all on this nova, and whether it
-        #: watches finish_evacuation
         self._cleanup_runs, self._watch_finish = nova_support.check(
             self.host)
 
     def _cleanup_enabled(self):
         return self._cleanup_runs and CONF.evacuate_cleanup.enabled
 
-    # Start and stop.
-
     def init_host(self, *args, **kwargs):
-        """Start like nova, then end evacuations this host's death cut.
+        """Start like nova, between the give-back and the sweep.
 
-        The host's lock is taken first and held for the life of the
-        process (:mod:`nova_evac_cleanup.host_lock`). The give-back of
-        failed evacuations from here runs before nova's own start-up, the
-        sweep of those to here after it, before this host accepts requests
-        (:func:`nova_evac_cleanup.sweep.on_start`). Nothing here stops the
-        service from starting.
+        The host's lock is held for the life of the process. The failed
+        evacuations from here are given back before nova touches a guest;
+        those to here that this host's death cut are ended after, before
+        it accepts requests. Nothing here stops the service from starting.
         """
         if not self._cleanup_runs:
             return super().init_host(*args, **kwargs)
@@ -118,14 +106,11 @@ class EvacuateCleanupMixin(object):
             host_lock.release(self._host_lock)
             self._host_lock = None
 
-    # The watches: three calls nova makes, seen per evacuation.
-
     def _watch(self, owner, name, hook):
         """Have ``owner.name`` call ``hook(real, ...)``; done once.
 
-        The attribute is set on this manager's own driver and resource
-        tracker. Whatever replaced it since (another wrapper) is called as
-        the real one; the class's method otherwise, looked up at each call.
+        Set on this manager's own driver and resource tracker: whatever
+        replaced the method since is called as the real one.
         """
         if getattr(getattr(owner, name), '_evacuation_hook', None) == hook:
             return
@@ -166,14 +151,11 @@ class EvacuateCleanupMixin(object):
             with excutils.save_and_reraise_exception():
                 evacuation.finish_failed(self, instance, error)
 
-    # The evacuation.
-
     def rebuild_instance(self, context, instance, *args, **kwargs):
-        """Run nova's rebuild; journal the evacuation, end what it left.
+        """Journal the evacuation, run nova's rebuild, end what it left.
 
-        Journaled before nova's code runs, so that a death anywhere in it
-        leaves an entry to the next start; ended once nova's handlers have
-        ended it.
+        Journaled first: a death anywhere in nova's code leaves an entry
+        to the next start.
         """
         named = nova_support.named('rebuild_instance',
                                    (context, instance) + args, kwargs)
@@ -210,11 +192,7 @@ class EvacuateCleanupMixin(object):
         return result
 
     def _detach_volume(self, context, bdm, instance, *args, **kwargs):
-        """The source's attachment, journaled before nova deletes it.
-
-        A volume whose mapping still names it is the source's, never
-        released here, whenever this process dies.
-        """
+        """The source's attachment, journaled before nova deletes it."""
         evacuation = self._evacuations.get(instance.uuid)
         if evacuation is not None and evacuation.spawn is None:
             evacuation.entry.detached[bdm.volume_id] = bdm.attachment_id
@@ -223,10 +201,10 @@ class EvacuateCleanupMixin(object):
                                       **kwargs)
 
     def _do_rebuild_instance(self, context, instance, *args, **kwargs):
-        """Clear an earlier evacuation's leftovers, then run nova's code.
+        """Clear earlier leftovers; destroy a failed spawn's guest first.
 
-        A failure after spawn began has its guest destroyed before nova's
-        handler runs, while nova's claim holds what it was made with.
+        Before nova's handler runs, while its claim holds what the guest
+        was made with.
         """
         evacuation = self._evacuations.get(instance.uuid)
         named = nova_support.named('_do_rebuild_instance',

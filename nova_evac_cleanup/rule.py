@@ -14,23 +14,18 @@
 
 """The rule: may this host end an evacuation to it? Read, then decide.
 
-:func:`read` reads what the database says of the evacuation now (the
-instance, the migration and every move of the instance), :func:`left_here`
-what is on this host (the guest, the instance directory, the allocation);
-:func:`decide`, which reads nothing, gives one of three decisions with its
-reason: :data:`END` it (:mod:`nova_evac_cleanup.ending`), :data:`FORGET`
-its journal entry (nothing of it needs a record), or :data:`KEEP` it and
-report it with the commands an operator would run. The kind of each
-verdict (``interrupted``, ``moved-on``...) is a word of the report; no code
-branches on it.
+:func:`read` and :func:`left_here` read the database and this host;
+:func:`decide`, which reads nothing, says :data:`END` it, :data:`FORGET`
+its journal entry, or :data:`KEEP` and report it, with a reason. The kind
+of a verdict (``interrupted``, ``moved-on``...) is a word of the report; no
+code branches on it.
 
-The rule is *when in doubt, keep and report*. Only an evacuation this host
-journaled is ever ended, and only while the instance's current state still
-names it: not hosted here, not deleted, its migration the instance's newest
-move with none other in progress, its migration context naming the
-migration (or dropped by nova's own handler), and in a task state of the
-evacuation or of this host's hold. The ending takes the same proof again
-before each step (:func:`held`).
+When in doubt, keep and report. Only an evacuation this host journaled is
+ended, and only while the instance's state still names it: not hosted
+here, not deleted, its migration the newest move with none other in
+progress, its migration context naming it (or dropped by nova's handler),
+in a task state of the evacuation or of this host's hold. The ending takes
+the same proof again before each step (:func:`held`).
 """
 
 import collections
@@ -48,9 +43,8 @@ from nova_evac_cleanup import ownership
 END, FORGET, KEEP = 'end', 'forget', 'keep'
 
 #: The task state an ending holds the server in: set by the compute
-#: manager, never by nova's API, which sets ``rebuilding`` for a new
-#: evacuation whatever the task state: an HA tool's retry then fails the
-#: ending's release instead of being put into ERROR by it.
+#: manager, never by nova's API (which sets ``rebuilding`` whatever the
+#: task state): an HA tool's retry fails the release, not the reverse.
 HOLD = task_states.REBUILD_BLOCK_DEVICE_MAPPING
 EVACUATION = fields.MigrationType.EVACUATION
 #: An evacuation running: ``accepted`` (before its rebuild code began),
@@ -63,14 +57,12 @@ OVER = frozenset(['confirmed', 'reverted', 'error', 'failed', 'completed',
 #: source that came back first, ``failed`` by nova's handler.
 ENDABLE = RUNNING + ('completed', 'failed')
 
-#: What the database says of an evacuation now; ``faulted``: whether the
-#: instance has a fault recorded since the evacuation began.
+#: What the database says now; ``faulted``: a fault since it began.
 State = collections.namedtuple('State', 'instance migration moves faulted',
                                defaults=(False,))
 #: What is on this host: the guest (None, 'running', 'defined'), the
-#: instance directory and its files with their sizes, this host's
-#: allocations by provider, whether those files are the evacuation's own
-#: (:func:`nova_evac_cleanup.ownership.proof`) and, if not, why.
+#: instance directory and its files' sizes, this host's allocations by
+#: provider, whether the files are the evacuation's own, and if not why.
 Left = collections.namedtuple('Left', 'guest path files allocations owned '
                               'why', defaults=(None,))
 Verdict = collections.namedtuple('Verdict', 'decision kind reason')
@@ -79,10 +71,7 @@ _INSTANCE_ATTRS = ['info_cache', 'flavor', 'migration_context']
 
 
 def read(context, instance_uuid, migration_uuid=None):
-    """The instance (None once deleted), the migration, every move.
-
-    Four queries.
-    """
+    """The instance (None once deleted), the migration, every move."""
     try:
         instance = objects.Instance.get_by_uuid(
             context, instance_uuid, expected_attrs=_INSTANCE_ATTRS)
@@ -109,22 +98,13 @@ def nodes(context, host):
         return []
 
 
-def allocations_here(manager, context, instance_uuid, host_nodes):
-    """The instance's allocations against this host's nodes."""
-    allocations = manager.reportclient.get_allocs_for_consumer(
-        context, instance_uuid).get('allocations') or {}
-    return {rp: allocation.get('resources', {})
-            for rp, allocation in allocations.items() if rp in host_nodes}
-
-
 def left_here(manager, context, instance, entry, host_nodes):
-    """What is on this host of the instance: a :data:`Left`.
-
-    Reads the hypervisor, one listing of the instance directory, its
-    filesystem and placement.
-    """
-    allocations = allocations_here(manager, context, instance.uuid,
-                                   host_nodes)
+    """What is on this host of the instance: a :data:`Left`."""
+    allocations = manager.reportclient.get_allocs_for_consumer(
+        context, instance.uuid).get('allocations') or {}
+    allocations = {rp: allocation.get('resources', {})
+                   for rp, allocation in allocations.items()
+                   if rp in host_nodes}
     path = ownership.instance_path(instance.uuid)
     files = ownership.contents(path)
     owned, why = ownership.proof(entry) if entry else (False, None)
@@ -159,9 +139,7 @@ def _elsewhere(host, state):
 def held(host, state):
     """Whether the server is still held by this host's ending.
 
-    The proof each step of an ending takes, on a state read right before
-    it: the evacuation is still the server's newest move, and the server
-    is still in :data:`HOLD`.
+    The proof each step takes, on a state read right before it.
     """
     return (_elsewhere(host, state) is None and
             state.instance.task_state == HOLD)

@@ -14,79 +14,25 @@
 
 """The verdict on each evacuation this host journaled, turned into action.
 
-At start-up, after nova's own ``init_host`` and before the host takes
-requests, ``[evacuate_cleanup] sweep_on_start`` decides: ``clean`` settles
-each evacuation this host journaled (:func:`settle`), ``report`` only logs,
-``off`` does nothing. ``nova-evac-cleanup audit --delete`` and the failure
-handler, once nova's own handler returned, settle through the same
-:func:`settle`: the rule's verdict (:mod:`nova_evac_cleanup.rule`) read
-then, and one action for it: the ending (:mod:`nova_evac_cleanup.ending`)
-then the entry's end (:mod:`nova_evac_cleanup.leftovers`), the entry
+The start-up sweep (``[evacuate_cleanup] sweep_on_start``), ``audit
+--delete`` and the failure handler once nova's own returned all
+:func:`settle` an evacuation the same way: the rule's verdict, read then,
+and one action for it: the ending then the entry's end, the entry
 forgotten, or nothing but a report.
 """
 
-from nova.compute import task_states
-from nova import objects
 from oslo_config import cfg
 from oslo_log import log as logging
 
 from nova_evac_cleanup import ending as endings
+from nova_evac_cleanup import findings
 from nova_evac_cleanup import journal
 from nova_evac_cleanup import leftovers
 from nova_evac_cleanup import ports
 from nova_evac_cleanup import rule
-from nova_evac_cleanup import runbook
 
 CONF = cfg.CONF
 LOG = logging.getLogger(__name__)
-
-
-class Finding(object):
-    """One evacuation to this host: what is known of it, and what was done.
-
-    :param entry: this host's journal entry, None for what only the
-        database shows (never acted on)
-    """
-
-    def __init__(self, host, entry, state, left, verdict):
-        self.host, self.entry, self.state = host, entry, state
-        self.left, self.verdict = left, verdict
-        #: what was done and what failed, as sentences
-        self.done, self.errors = [], []
-        #: whether the ending released the server
-        self.ended = False
-
-    def leaves_something(self):
-        """Whether anything of it is here, but the server's own files."""
-        left, entry = self.left, self.entry
-        return bool(left.guest or left.allocations or (
-            left.files and not (entry is not None and entry.shared)))
-
-    def refuses(self):
-        """Whether it makes the next evacuation of the server here fail."""
-        entry, left, instance = self.entry, self.left, self.state.instance
-        return bool(entry is not None and not entry.shared and
-                    (left.guest or (left.files and entry.spawned)) and
-                    instance is not None and not instance.deleted and
-                    instance.host != self.host)
-
-    def reported(self):
-        """Whether the audit reports it."""
-        return (self.ended or self.leaves_something() or self.refuses() or
-                self.verdict.decision == rule.END)
-
-
-def examine(manager, context, host_nodes, entry=None, instance_uuid=None,
-            migration_uuid=None):
-    """A :class:`Finding`: the state read, what is left here, the verdict."""
-    uuid = instance_uuid or entry.instance_uuid
-    state = rule.read(context, uuid,
-                      entry.migration_uuid if entry else migration_uuid)
-    # A deleted instance is looked for here by its uuid.
-    left = rule.left_here(manager, context, state.instance or
-                          objects.Instance(uuid=uuid), entry, host_nodes)
-    return Finding(manager.host, entry, state, left,
-                   rule.decide(manager.host, entry, state, left))
 
 
 def on_start(manager, context, locked):
@@ -148,7 +94,7 @@ def settle(manager, context, entry, host_nodes, act=True, ending=None):
         with; by default one that journals each step durably
     :returns: the :class:`Finding`
     """
-    finding = examine(manager, context, host_nodes, entry)
+    finding = findings.examine(manager, context, host_nodes, entry)
     decision, state = finding.verdict.decision, finding.state
     if not act or decision == rule.KEEP:
         _log(finding, act)
@@ -180,75 +126,11 @@ def survey(manager, context, entries, host_nodes, act):
     """
     found = [settle(manager, context, entry, host_nodes, act=act)
              for entry in entries]
-    others, examined = unjournaled(
+    others, examined = findings.unjournaled(
         manager, context, {entry.instance_uuid for entry in entries},
         host_nodes)
     return ([f for f in found + others if f.reported()],
             len(entries) + examined)
-
-
-def unjournaled(manager, context, known, host_nodes):
-    """Evacuations to this host that left something and no journal entry.
-
-    Reported, never acted on: the guest here of an instance hosted
-    elsewhere (nova's start-up destroys those of instances evacuated from
-    this host, not the guest a failed evacuation to it kept, the cleanup
-    disabled or its destroy failed), and evacuation records to this host
-    from before it journaled evacuations (stock nova, the patch series).
-    One hypervisor listing and two queries, whatever the history.
-
-    :param known: instance uuids already examined
-    :returns: the findings, and how many guests and records were looked at
-    """
-    guests = set(manager.driver.list_instance_uuids()) - set(known)
-    records = objects.MigrationList.get_by_filters(
-        context, {'host': manager.host, 'migration_type': rule.EVACUATION},
-        sort_keys=['created_at', 'id'], sort_dirs=['desc', 'desc'])
-    newest = {}
-    for migration in records:
-        if migration.dest_compute == manager.host:
-            newest.setdefault(migration.instance_uuid, migration)
-    candidates = {}
-    if guests:
-        # Sorted by uuid, the query is served by the uuid index alone,
-        # whatever the number of instances in the cell.
-        candidates = {instance.uuid: newest.get(instance.uuid)
-                      for instance in objects.InstanceList.get_by_filters(
-                          context, {'uuid': sorted(guests), 'deleted': False},
-                          expected_attrs=[], sort_keys=['uuid'],
-                          sort_dirs=['asc'])
-                      if instance.host != manager.host}
-    for uuid, migration in newest.items():
-        if uuid not in known and uuid not in guests:
-            candidates[uuid] = migration
-    found = []
-    for uuid, migration in candidates.items():
-        finding = examine(manager, context, host_nodes, instance_uuid=uuid,
-                          migration_uuid=migration and migration.uuid)
-        instance = finding.state.instance
-        if (finding.verdict.decision == rule.KEEP and
-                finding.leaves_something() and instance is not None and
-                instance.host != manager.host and not any(
-                    m.status not in rule.OVER for m in finding.state.moves
-                    if migration is None or m.id != migration.id)):
-            found.append(finding)
-    return found, len(guests) + len(records)
-
-
-def commands(finding):
-    """What an operator would run to end what a finding kept here."""
-    instance, left, entry = finding.state.instance, finding.left, finding.entry
-    if instance is None or instance.deleted or (
-            finding.verdict.decision == rule.FORGET):
-        return []
-    shared = entry is not None and entry.shared
-    steps = runbook.cleanup_steps(
-        finding.host, instance.uuid, instance.name,
-        task_stuck=instance.task_state in task_states.rebuild_states,
-        guest=left.guest,
-        instance_dir=left.path if left.files and not shared else None,
-        shared_with=instance.host, providers=left.allocations)
-    return [step.command for step in steps]
 
 
 def _log(finding, act):
@@ -261,17 +143,6 @@ def _log(finding, act):
     elif verdict.decision == rule.KEEP:
         LOG.warning('Evacuation %s to %s left %s here, kept: %s (%s). By '
                     'hand, once checked: %s', entry.migration_uuid,
-                    finding.host, _summary(finding.left), verdict.reason,
-                    verdict.kind, ' && '.join(commands(finding)) or
+                    finding.host, finding.summary(), verdict.reason,
+                    verdict.kind, ' && '.join(finding.commands()) or
                     'nothing to do', instance_uuid=entry.instance_uuid)
-
-
-def _summary(left):
-    parts = []
-    if left.guest:
-        parts.append('a %s guest' % left.guest)
-    if left.files:
-        parts.append('%d files' % len(left.files))
-    if left.allocations:
-        parts.append('an allocation')
-    return ', '.join(parts) or 'nothing'
