@@ -41,18 +41,6 @@ from nova_evac_cleanup import volumes
 LOG = logging.getLogger(__name__)
 
 
-class EvacuationFailedThenInterrupted(exception.NovaException):
-    msg_fmt = ('%(error)s (the evacuation to %(host)s failed so, and '
-               'nova-compute on %(host)s stopped before it had ended it; it '
-               'was ended when it started again)')
-
-
-class EvacuationInterrupted(exception.NovaException):
-    msg_fmt = ('The evacuation to %(host)s was interrupted: nova-compute on '
-               '%(host)s stopped before the guest was spawned. The guest '
-               'there was cleaned up when it started again.')
-
-
 class Ending(object):
     """One evacuation to this host being ended.
 
@@ -60,7 +48,7 @@ class Ending(object):
         not (the sweep), or logs it (the failure handler, from memory)
     :param network_info: and ``block_device_info``: what spawn was given;
         None for what the database says
-    :param error: the error that failed it, in the process that saw it
+    :param error: the error that failed it, if this process saw it
     """
 
     def __init__(self, manager, context, entry, record, network_info=None,
@@ -128,11 +116,7 @@ class Ending(object):
                                self.entry)
 
     def remove_allocation(self, state):
-        """This host's part of the allocation removed.
-
-        None left at all (a source that came back first removed its own)
-        is logged with the command that heals it.
-        """
+        """This host's part removed; if none is left, how to heal it."""
         uuid = self.entry.instance_uuid
         allocations = self.manager.reportclient.get_allocs_for_consumer(
             self.context, uuid).get('allocations') or {}
@@ -161,17 +145,17 @@ class Ending(object):
             return None
         error = self.entry.error
         records.add_fault(self.context, state.instance, self.error or (
-            EvacuationFailedThenInterrupted(host=self.host, error=error)
-            if error else EvacuationInterrupted(host=self.host)))
+            records.EvacuationFailedThenInterrupted(host=self.host,
+                                                    error=error)
+            if error else records.EvacuationInterrupted(host=self.host)))
         return 'recorded the fault'
 
     # The ending.
 
     def end(self, state):
-        """Hold the server, end it step by step, release it.
+        """Hold the server, end it step by step, release it: whether it did.
 
         :param state: read after the verdict to end it
-        :returns: whether it was ended and the server released
         """
         entry, instance = self.entry, state.instance
         if entry.phase == journal.RELEASING:
@@ -212,8 +196,8 @@ class Ending(object):
         """The server from the task state it was found in to the hold.
 
         A newer evacuation can share that task state (nova's API sets
-        ``rebuilding`` whatever it was): the evacuation is read again right
-        after, and a hold taken over a newer one is given back at once.
+        ``rebuilding`` whatever it was): a hold taken over one is given
+        back at once.
         """
         found = self.entry.held_from
         if instance.task_state == rule.HOLD:

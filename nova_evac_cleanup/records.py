@@ -24,12 +24,25 @@ from nova.compute import resource_tracker
 from nova.compute import utils as compute_utils
 from nova.db.main import api as db_api
 from nova.db.main import models
+from nova import exception
 from nova import objects
 from nova.objects import base as objects_base
 from nova import utils
 from oslo_log import log as logging
 
 LOG = logging.getLogger(__name__)
+
+
+class EvacuationFailedThenInterrupted(exception.NovaException):
+    msg_fmt = ('%(error)s (the evacuation to %(host)s failed so, and '
+               'nova-compute on %(host)s stopped before it had ended it; it '
+               'was ended when it started again)')
+
+
+class EvacuationInterrupted(exception.NovaException):
+    msg_fmt = ('The evacuation to %(host)s was interrupted: nova-compute on '
+               '%(host)s stopped before the guest was spawned. The guest '
+               'there was cleaned up when it started again.')
 
 
 def set_status(context, migration, expected, status):
