@@ -21,10 +21,12 @@ from memory: the cleanup of a failed spawn never depends on a write.
 """
 
 from oslo_log import log as logging
+from oslo_utils import excutils
 
 from nova_evac_cleanup import ending
 from nova_evac_cleanup import journal
 from nova_evac_cleanup import leftovers
+from nova_evac_cleanup import nova_support
 from nova_evac_cleanup import ownership
 from nova_evac_cleanup import ports
 from nova_evac_cleanup import records
@@ -37,8 +39,9 @@ LOG = logging.getLogger(__name__)
 class Evacuation(object):
     """One evacuation running on this host: what the cleanup knows of it."""
 
-    def __init__(self, context, entry, migration, may_journal=lambda: True):
-        self.context = context
+    def __init__(self, manager, context, entry, migration,
+                 may_journal=lambda: True):
+        self.manager, self.context = manager, context
         #: whether the journal may be written now (this host's lock)
         self.may_journal = may_journal
         #: its journal entry, in memory whether or not the journal has it
@@ -76,21 +79,21 @@ class Evacuation(object):
                           error, instance_uuid=entry.instance_uuid)
             self.unjournaled = True
 
-    def ending(self, manager):
+    def ending(self):
         """Its :class:`~nova_evac_cleanup.ending.Ending`, from memory."""
         return ending.Ending(
-            manager, self.context, self.entry,
+            self.manager, self.context, self.entry,
             lambda: self.journal(durable=True),
             network_info=self.network_info,
             block_device_info=self.block_device_info, error=self.error)
 
     # What nova's calls tell, as nova makes them.
 
-    def spawned(self, real, call, args, kwargs):
-        """The driver's spawn: journal the directory it makes, then run it.
-
-        :param call: its arguments by name
-        """
+    def spawned(self, real, *args, **kwargs):
+        """The driver's spawn: journal the directory it makes, then run it."""
+        call = nova_support.spawn_arguments(args, kwargs)
+        if self.spawn is not None:
+            return real(*args, **kwargs)
         self.network_info = call.get('network_info')
         self.block_device_info = call.get('block_device_info')
         self.entry.shared = self.shared
@@ -105,50 +108,60 @@ class Evacuation(object):
         self.spawn = 'returned'
         return result
 
-    def failed(self, manager, instance, error):
+    def on_disk(self, real, instance):
+        """nova's one answer to "are the files shared?", which it acts on."""
+        answer = real(instance)
+        if self.spawn is None:
+            self.shared = answer
+        return answer
+
+    def detaching(self, bdm):
+        """The source's attachment, journaled before nova deletes it."""
+        if self.spawn is None:
+            self.entry.detached[bdm.volume_id] = bdm.attachment_id
+            self.journal(durable=True)
+
+    def finishing(self, real, instance, *args, **kwargs):
+        """The resource tracker's ``finish_evacuation``: end it if it fails."""
+        try:
+            return real(instance, *args, **kwargs)
+        except Exception as error:
+            with excutils.save_and_reraise_exception():
+                self.failed(instance, error, finish=True)
+
+    def failed(self, instance, error, finish=False):
         """nova's rebuild code raised: the guest, before nova's handler.
 
-        While nova's claim still holds what the guest was made with. A
-        failure after spawn returned is read first: nova records the
-        instance here only once it returned, and the guest of an instance
-        that lives here is its own. Never raises.
-        """
-        self.error = error
-        self.journal()
-        if self.spawn not in ('raised', 'returned'):
-            return
-        if self.spawn == 'returned' and self._lives_here(manager, instance):
-            return
-        self.before_nova(manager, instance)
-
-    def finish_failed(self, manager, instance, error):
-        """nova's ``finish_evacuation`` raised.
-
-        If it had recorded the instance here, the instance lives here:
-        what it left is finished. Otherwise the instance is read again
-        (nova's handler must not save this host into it) and the guest
-        destroyed before nova's handler releases the server. Never raises.
-        """
-        self.error = error
-        self.journal()
-        if self._lives_here(manager, instance, finish=True):
-            return
-        try:
-            instance.refresh()
-        except Exception:
-            LOG.exception('Could not read the instance again',
-                          instance=instance)
-        self.before_nova(manager, instance)
-
-    def before_nova(self, manager, instance):
-        """The guest and the volumes, before nova's handler runs.
-
-        While nova's claim still holds this host's resources and the
-        server is still in the evacuation's task state. The volumes only
-        while the evacuation is still the server's newest move. Never
+        A failure after spawn returned, or in ``finish_evacuation``, is
+        read first: nova records the instance here only then, and the guest
+        of an instance that lives here is its own. One that does not is
+        read again (nova's handler must not save this host into it). Never
         raises.
+
+        :param finish: it is ``finish_evacuation`` that raised
         """
-        steps, state = self.ending(manager), rule.State(instance, None, [])
+        self.error = error
+        self.journal()
+        if not finish and self.spawn not in ('raised', 'returned'):
+            return
+        if (finish or self.spawn == 'returned') and self._lives_here(
+                instance, finish):
+            return
+        if finish:
+            try:
+                instance.refresh()
+            except Exception:
+                LOG.exception('Could not read the instance again',
+                              instance=instance)
+        self.before_nova(instance)
+
+    def before_nova(self, instance):
+        """The guest, and the volumes while the evacuation is the newest move.
+
+        While nova's claim still holds this host's resources and the server
+        is in the evacuation's task state. Never raises.
+        """
+        steps, state = self.ending(), rule.State(instance, None, [])
         if 'destroy' not in self.entry.done:
             steps.step('destroy', state)
         if 'volumes' in self.entry.done:
@@ -161,15 +174,13 @@ class Evacuation(object):
         if moves and moves[0].uuid == self.entry.migration_uuid:
             steps.step('volumes', state)
 
-    def _lives_here(self, manager, instance, finish=False):
+    def _lives_here(self, instance, finish=False):
         """Whether the instance lives here; when in doubt, True.
 
         If the database cannot be read, the guest is powered off and left:
-        left running while its source runs the server again, it would be a
-        second writer on its volumes and shared disks.
-
-        :param finish: end what nova's ``finish_evacuation`` left of one
-            that lives here
+        running, it would be a second writer on the server's volumes and
+        shared disks. With ``finish``, what nova's ``finish_evacuation``
+        left of one that lives here is finished.
         """
         try:
             state = rule.read(self.context, instance.uuid,
@@ -179,7 +190,7 @@ class Evacuation(object):
                           'to %s failed: powering its guest off',
                           self.entry.host, instance=instance)
             try:
-                manager.driver.power_off(instance)
+                self.manager.driver.power_off(instance)
             except Exception:
                 LOG.exception('Could not power off the guest either',
                               instance=instance)
@@ -194,7 +205,7 @@ class Evacuation(object):
             records.finish(self.context, current, state.migration)
         return True
 
-    def after_nova(self, manager, instance, error):
+    def after_nova(self, instance, error):
         """nova's handler of the failure returned: end what it left.
 
         Through the one ending, on the rule's verdict: what nova's handler
@@ -205,7 +216,7 @@ class Evacuation(object):
             self.error = error
             self.journal()
         # Never rebound from here: a dead source's agent refuses the binding.
-        ports.report_away(manager, self.context, instance,
+        ports.report_away(self.manager, self.context, instance,
                           'evacuation to %s failed' % self.entry.host)
         try:
             if self.error is not error:
@@ -213,16 +224,16 @@ class Evacuation(object):
                           self.entry.host, error, instance=instance)
                 records.add_fault(self.context, instance, self.error)
             finding = sweep.settle(
-                manager, self.context, self.entry,
+                self.manager, self.context, self.entry,
                 rule.nodes(self.context, self.entry.host),
-                ending=self.ending(manager))
+                ending=self.ending())
             if finding.verdict.decision == rule.KEEP:
-                leftovers.end(manager.driver, self.entry, instance)
+                leftovers.end(self.manager.driver, self.entry, instance)
         except Exception:
             LOG.exception('Could not end the failed evacuation to %s',
                           self.entry.host, instance=instance)
 
-    def end(self, driver, instance):
+    def end(self, instance):
         """nova's rebuild code returned: end the journal entry.
 
         If the instance is recorded here, every entry of it here goes;
@@ -230,7 +241,7 @@ class Evacuation(object):
         """
         entry = self.entry
         if instance.host != entry.host:
-            leftovers.end(driver, entry, instance)
+            leftovers.end(self.manager.driver, entry, instance)
             return
         try:
             for other in journal.entries(entry.host, instance.uuid):

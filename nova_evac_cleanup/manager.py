@@ -107,49 +107,27 @@ class EvacuateCleanupMixin(object):
             self._host_lock = None
 
     def _watch(self, owner, name, hook):
-        """Have ``owner.name`` call ``hook(real, ...)``; done once.
+        """Have ``owner.name`` call ``hook(evacuation, real, ...)``; once.
 
         Set on this manager's own driver and resource tracker: whatever
-        replaced the method since is called as the real one.
+        replaced the method since is called as the real one. Calls for an
+        instance not evacuated here go straight to it.
         """
-        if getattr(getattr(owner, name), '_evacuation_hook', None) == hook:
+        if getattr(getattr(owner, name), '_evacuation_hook', None) is self:
             return
         own = vars(owner).get(name)
 
         @functools.wraps(getattr(owner, name))
         def watched(*args, **kwargs):
             real = own or getattr(type(owner), name).__get__(owner)
-            return hook(real, *args, **kwargs)
+            evacuation = self._evacuations.get(getattr(
+                _instance(name, args, kwargs), 'uuid', None))
+            if evacuation is None:
+                return real(*args, **kwargs)
+            return hook(evacuation, real, *args, **kwargs)
 
-        watched._evacuation_hook = hook
+        watched._evacuation_hook = self
         setattr(owner, name, watched)
-
-    def _spawn(self, real, *args, **kwargs):
-        call = nova_support.spawn_arguments(args, kwargs)
-        evacuation = self._evacuations.get(
-            getattr(call.get('instance'), 'uuid', None))
-        if evacuation is None or evacuation.spawn is not None:
-            return real(*args, **kwargs)
-        return evacuation.spawned(real, call, args, kwargs)
-
-    def _instance_on_disk(self, real, instance):
-        """nova's one answer to "are the files shared?", which it acts on."""
-        answer = real(instance)
-        evacuation = self._evacuations.get(getattr(instance, 'uuid', None))
-        if evacuation is not None and evacuation.spawn is None:
-            evacuation.shared = answer
-        return answer
-
-    def _finish_evacuation(self, real, instance, *args, **kwargs):
-        """The resource tracker's finish_evacuation: end it if it fails."""
-        evacuation = self._evacuations.get(instance.uuid)
-        if evacuation is None:
-            return real(instance, *args, **kwargs)
-        try:
-            return real(instance, *args, **kwargs)
-        except Exception as error:
-            with excutils.save_and_reraise_exception():
-                evacuation.finish_failed(self, instance, error)
 
     def rebuild_instance(self, context, instance, *args, **kwargs):
         """Journal the evacuation, run nova's rebuild, end what it left.
@@ -165,15 +143,16 @@ class EvacuateCleanupMixin(object):
             return super().rebuild_instance(context, instance, *args,
                                             **kwargs)
         evacuation = evacuations.Evacuation(
-            context, journal.Entry(self.host, instance.uuid, migration.uuid),
-            migration,
-            lambda: self._take_lock(0))
+            self, context,
+            journal.Entry(self.host, instance.uuid, migration.uuid),
+            migration, lambda: self._take_lock(0))
         self._evacuations[instance.uuid] = evacuation
-        self._watch(self.driver, 'spawn', self._spawn)
-        self._watch(self.driver, 'instance_on_disk', self._instance_on_disk)
+        self._watch(self.driver, 'spawn', evacuations.Evacuation.spawned)
+        self._watch(self.driver, 'instance_on_disk',
+                    evacuations.Evacuation.on_disk)
         if self._watch_finish:
             self._watch(self.rt, 'finish_evacuation',
-                        self._finish_evacuation)
+                        evacuations.Evacuation.finishing)
         try:
             evacuation.journal()
             result = super().rebuild_instance(context, instance, *args,
@@ -181,22 +160,21 @@ class EvacuateCleanupMixin(object):
         except Exception as raised:
             # nova's expected errors come wrapped for its RPC server.
             error = getattr(raised, 'exc_info', (None, raised))[1]
-            evacuation.after_nova(self, instance, error)
+            evacuation.after_nova(instance, error)
             if evacuation.error not in (None, error):
                 # Never another error than the one that failed it.
                 raise evacuation.error
             raise
         finally:
             self._evacuations.pop(instance.uuid, None)
-        evacuation.end(self.driver, instance)
+        evacuation.end(instance)
         return result
 
     def _detach_volume(self, context, bdm, instance, *args, **kwargs):
         """The source's attachment, journaled before nova deletes it."""
         evacuation = self._evacuations.get(instance.uuid)
-        if evacuation is not None and evacuation.spawn is None:
-            evacuation.entry.detached[bdm.volume_id] = bdm.attachment_id
-            evacuation.journal(durable=True)
+        if evacuation is not None:
+            evacuation.detaching(bdm)
         return super()._detach_volume(context, bdm, instance, *args,
                                       **kwargs)
 
@@ -219,7 +197,7 @@ class EvacuateCleanupMixin(object):
                                                 **kwargs)
         except Exception as error:
             with excutils.save_and_reraise_exception():
-                evacuation.failed(self, instance, error)
+                evacuation.failed(instance, error)
 
 
 class ComputeManager(EvacuateCleanupMixin, nova_manager.ComputeManager):
@@ -231,3 +209,10 @@ class ComputeManager(EvacuateCleanupMixin, nova_manager.ComputeManager):
         """Give back here what failed evacuations from here left elsewhere."""
         if self._cleanup_enabled():
             giveback.give_back_all(self, context, self._given_back)
+
+
+def _instance(name, args, kwargs):
+    """The instance a watched call of nova's is for."""
+    if name == 'spawn':
+        return nova_support.spawn_arguments(args, kwargs).get('instance')
+    return args[0] if args else kwargs.get('instance')
