@@ -20,6 +20,8 @@ process's death. Should the journal be unusable, the evacuation goes on
 from memory: the cleanup of a failed spawn never depends on a write.
 """
 
+from nova.compute import vm_states
+from nova import objects
 from oslo_log import log as logging
 from oslo_utils import excutils
 
@@ -56,6 +58,9 @@ class Evacuation(object):
         self.unjournaled = False
         #: the error that failed it, as first seen here: the fault's
         self.error = None
+        #: whether it failed in finish_evacuation, where no handler of
+        #: nova's ends it
+        self.in_finish = False
 
     def journal(self, durable=False):
         """Write the entry; on failure go on with it in memory only.
@@ -140,7 +145,7 @@ class Evacuation(object):
 
         :param finish: it is ``finish_evacuation`` that raised
         """
-        self.error = error
+        self.error, self.in_finish = error, finish
         self.journal()
         if not finish and self.spawn not in ('raised', 'returned'):
             return
@@ -167,11 +172,11 @@ class Evacuation(object):
         if 'volumes' in self.entry.done:
             return
         try:
-            moves = rule.read(self.context, instance.uuid).moves
+            newest = rule.newest_move(self.context, instance.uuid)
         except Exception:
             LOG.exception('Could not read the moves of %s', instance.uuid)
             return
-        if moves and moves[0].uuid == self.entry.migration_uuid:
+        if getattr(newest, 'uuid', None) == self.entry.migration_uuid:
             steps.step('volumes', state)
 
     def _lives_here(self, instance, finish=False):
@@ -223,6 +228,9 @@ class Evacuation(object):
                 LOG.error('Ending the failed evacuation to %s failed: %s',
                           self.entry.host, error, instance=instance)
                 records.add_fault(self.context, instance, self.error)
+            elif self._ended_by_nova():
+                leftovers.end(self.manager.driver, self.entry, instance)
+                return
             finding = sweep.settle(
                 self.manager, self.context, self.entry,
                 rule.nodes(self.context, self.entry.host),
@@ -232,6 +240,25 @@ class Evacuation(object):
         except Exception:
             LOG.exception('Could not end the failed evacuation to %s',
                           self.entry.host, instance=instance)
+
+    def _ended_by_nova(self):
+        """Whether nova's handler ended what this host had not, so far.
+
+        nova's rebuild code raised the evacuation's own error once this
+        host had destroyed the guest and released the volumes: its handler
+        failed the migration, removed the allocation, dropped the claim and
+        recorded the fault, or another error would have come out of it.
+        The task state it reverts last, and only logs a failure to: the
+        server is read. ``finish_evacuation`` has no such handler.
+        """
+        if self.in_finish or not {'destroy', 'volumes'} <= set(
+                self.entry.done):
+            return False
+        current = objects.Instance.get_by_uuid(
+            self.context, self.entry.instance_uuid, expected_attrs=[])
+        return (current.task_state is None and
+                current.vm_state == vm_states.ERROR and
+                current.host != self.entry.host)
 
     def end(self, instance):
         """nova's rebuild code returned: end the journal entry.

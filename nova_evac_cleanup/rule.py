@@ -89,6 +89,14 @@ def read(context, instance_uuid, migration_uuid=None):
         fault.created_at >= migration.created_at))
 
 
+def newest_move(context, instance_uuid):
+    """The instance's newest migration, or None."""
+    moves = objects.MigrationList.get_by_filters(
+        context, {'instance_uuid': instance_uuid},
+        sort_keys=['created_at', 'id'], sort_dirs=['desc', 'desc'], limit=1)
+    return moves[0] if moves else None
+
+
 def nodes(context, host):
     """The compute node uuids of ``host``, from the database."""
     try:

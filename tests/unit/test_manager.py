@@ -838,6 +838,42 @@ class TestSuccessCost(RebuildTestCase):
         self.mock_destroy.assert_called_once()
 
 
+class TestFailureCost(RebuildTestCase):
+    """What ending a failed evacuation reads once nova's handler ran."""
+
+    def test_nova_ended_it_nothing_read_again(self):
+        """Issue 41: nova's handler raised the spawn's own error.
+
+        This host had destroyed the guest and released the volumes before
+        it; nova's handler then failed the migration, removed the
+        allocation, dropped the claim, recorded the fault and reverted the
+        task state, or it would have raised another error. The server read
+        once shows it released: placement and the rest of the state are
+        not read again.
+        """
+        self._fail_spawn()
+
+        self.assertRaises(SpawnFailed, self._rebuild)
+
+        self.mock_destroy.assert_called_once()
+        self.mock_unwind.assert_called_once()
+        self.compute.reportclient.get_allocs_for_consumer.assert_not_called()
+        self.assertEqual(1, self.mock_migrations.call_count)
+        self.assertEqual([], journal.entries(self.compute.host))
+
+    def test_a_task_state_nova_could_not_revert_is_ended(self):
+        """nova's reverts_task_state only logs a failed save."""
+        self._fail_spawn()
+        self.current.task_state = task_states.REBUILD_SPAWNING
+        self.current.migration_context = self.instance.migration_context
+
+        self.assertRaises(SpawnFailed, self._rebuild)
+
+        self.compute.reportclient.get_allocs_for_consumer.assert_called()
+        self.assertIn(mock.call(expected_task_state=[
+            task_states.REBUILD_SPAWNING]), self.mock_save.call_args_list)
+
+
 class TestOverriddenSignatures(test.NoDBTestCase):
     """Fail when nova changes a method the mixin overrides.
 
