@@ -292,7 +292,7 @@ def report(data, args):
                 'An evacuation whose spawn fails at each stage, %d times '
                 'per stage: time from the evacuate request to the server '
                 'in ERROR with its fault (median), the cleanup itself '
-                '(`Evacuation.before_nova`, median), and what the '
+                '(`handler.before_nova`, median), and what the '
                 'failed evacuations left on the destination.' %
                 args.failure_repeat, '',
                 '| stage | stock s | fixed s | ratio | cleanup ms | '
@@ -513,7 +513,7 @@ def interleaved_section(section, med):
            '(transaction control left out) on the destination\'s '
            '`rebuild_instance` thread, nova\'s cell database and placement '
            '(in-process); cleanup: the fix\'s own code after the failure '
-           '(`Evacuation.before_nova`, `Evacuation.after_nova`, '
+           '(`handler.before_nova`, `handler.after_nova`, '
            '`Evacuation.end`, the driver\'s destroy included); own: all '
            'of the project\'s code on that thread, the driver\'s destroy '
            'and nova\'s own methods it calls back into left out (below).' %

@@ -33,6 +33,7 @@ from oslo_utils import excutils
 from nova_evac_cleanup import conf
 from nova_evac_cleanup import evacuation as evacuations
 from nova_evac_cleanup import giveback
+from nova_evac_cleanup import handler
 from nova_evac_cleanup import host_lock
 from nova_evac_cleanup import journal
 from nova_evac_cleanup import leftovers
@@ -160,7 +161,7 @@ class EvacuateCleanupMixin(object):
         except Exception as raised:
             # nova's expected errors come wrapped for its RPC server.
             error = getattr(raised, 'exc_info', (None, raised))[1]
-            evacuation.after_nova(instance, error)
+            handler.after_nova(evacuation, instance, error)
             if evacuation.error not in (None, error):
                 # Never another error than the one that failed it.
                 raise evacuation.error
@@ -197,7 +198,7 @@ class EvacuateCleanupMixin(object):
                                                 **kwargs)
         except Exception as error:
             with excutils.save_and_reraise_exception():
-                evacuation.failed(instance, error)
+                handler.failed(evacuation, instance, error)
 
 
 class ComputeManager(EvacuateCleanupMixin, nova_manager.ComputeManager):

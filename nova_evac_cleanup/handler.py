@@ -1,0 +1,166 @@
+# Copyright 2026 nova-evac-cleanup developers
+#
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""The failure handler: what the manager does once nova's rebuild code raised.
+
+Before nova's own handler (:func:`failed`), while nova's claim still holds
+what the guest was made with, the guest is destroyed and the volumes
+released; after it (:func:`after_nova`), what it left is ended through the
+one ending, on the rule's verdict. None of it ever raises: the error that
+failed the evacuation is the one nova sees.
+"""
+
+from nova.compute import vm_states
+from nova import objects
+from oslo_log import log as logging
+
+from nova_evac_cleanup import leftovers
+from nova_evac_cleanup import ports
+from nova_evac_cleanup import records
+from nova_evac_cleanup import rule
+from nova_evac_cleanup import sweep
+
+LOG = logging.getLogger(__name__)
+
+
+def failed(evacuation, instance, error, finish=False):
+    """nova's rebuild code raised: the guest, before nova's handler.
+
+    A failure after spawn returned, or in ``finish_evacuation``, is
+    read first: nova records the instance here only then, and the guest
+    of an instance that lives here is its own. One that does not is
+    read again (nova's handler must not save this host into it). Never
+    raises.
+
+    :param finish: it is ``finish_evacuation`` that raised
+    """
+    evacuation.error, evacuation.in_finish = error, finish
+    evacuation.journal()
+    if not finish and evacuation.spawn not in ('raised', 'returned'):
+        return
+    if (finish or evacuation.spawn == 'returned') and _lives_here(
+            evacuation, instance, finish):
+        return
+    if finish:
+        try:
+            instance.refresh()
+        except Exception:
+            LOG.exception('Could not read the instance again',
+                          instance=instance)
+    before_nova(evacuation, instance)
+
+
+def before_nova(evacuation, instance):
+    """The guest, and the volumes while the evacuation is the newest move.
+
+    While nova's claim still holds this host's resources and the server
+    is in the evacuation's task state. Never raises.
+    """
+    steps, state = evacuation.ending(), rule.State(instance, None, [])
+    if 'destroy' not in evacuation.entry.done:
+        steps.step('destroy', state)
+    if 'volumes' in evacuation.entry.done:
+        return
+    try:
+        newest = rule.newest_move(evacuation.context, instance.uuid)
+    except Exception:
+        LOG.exception('Could not read the moves of %s', instance.uuid)
+        return
+    if getattr(newest, 'uuid', None) == evacuation.entry.migration_uuid:
+        steps.step('volumes', state)
+
+
+def _lives_here(evacuation, instance, finish=False):
+    """Whether the instance lives here; when in doubt, True.
+
+    If the database cannot be read, the guest is powered off and left:
+    running, it would be a second writer on the server's volumes and
+    shared disks. With ``finish``, what nova's ``finish_evacuation``
+    left of one that lives here is finished.
+    """
+    try:
+        state = rule.read(evacuation.context, instance.uuid,
+                          evacuation.entry.migration_uuid)
+    except Exception:
+        LOG.exception('Could not read the instance after its evacuation '
+                      'to %s failed: powering its guest off',
+                      evacuation.entry.host, instance=instance)
+        try:
+            evacuation.manager.driver.power_off(instance)
+        except Exception:
+            LOG.exception('Could not power off the guest either',
+                          instance=instance)
+        return True
+    current = state.instance
+    if current is None or current.host != evacuation.entry.host:
+        return False
+    LOG.warning('Evacuation failed after the instance was recorded on '
+                '%s (%s): it lives here', evacuation.entry.host,
+                evacuation.error, instance=instance)
+    if finish:
+        records.finish(evacuation.context, current, state.migration)
+    return True
+
+
+def after_nova(evacuation, instance, error):
+    """nova's handler of the failure returned: end what it left.
+
+    Through the one ending, on the rule's verdict: what nova's handler
+    did is found done. Should it have ended with another error than
+    the evacuation's, the evacuation's own is the fault. Never raises.
+    """
+    manager, context, entry = (evacuation.manager, evacuation.context,
+                               evacuation.entry)
+    if evacuation.error is None:
+        evacuation.error = error
+        evacuation.journal()
+    # Never rebound from here: a dead source's agent refuses the binding.
+    ports.report_away(manager, context, instance,
+                      'evacuation to %s failed' % entry.host)
+    try:
+        if evacuation.error is not error:
+            LOG.error('Ending the failed evacuation to %s failed: %s',
+                      entry.host, error, instance=instance)
+            records.add_fault(context, instance, evacuation.error)
+        elif _ended_by_nova(evacuation):
+            leftovers.end(manager.driver, entry, instance)
+            return
+        finding = sweep.settle(manager, context, entry,
+                               rule.nodes(context, entry.host),
+                               ending=evacuation.ending())
+        if finding.verdict.decision == rule.KEEP:
+            leftovers.end(manager.driver, entry, instance)
+    except Exception:
+        LOG.exception('Could not end the failed evacuation to %s',
+                      entry.host, instance=instance)
+
+
+def _ended_by_nova(evacuation):
+    """Whether nova's handler ended what this host had not, so far.
+
+    nova's rebuild code raised the evacuation's own error once this
+    host had destroyed the guest and released the volumes: its handler
+    failed the migration, removed the allocation, dropped the claim and
+    recorded the fault, or another error would have come out of it.
+    The task state it reverts last, and only logs a failure to: the
+    server is read. ``finish_evacuation`` has no such handler.
+    """
+    if evacuation.in_finish or not {'destroy', 'volumes'} <= set(
+            evacuation.entry.done):
+        return False
+    current = objects.Instance.get_by_uuid(
+        evacuation.context, evacuation.entry.instance_uuid, expected_attrs=[])
+    return (current.task_state is None and
+            current.vm_state == vm_states.ERROR and
+            current.host != evacuation.entry.host)
