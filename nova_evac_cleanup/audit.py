@@ -32,6 +32,7 @@ from nova import objects
 
 from nova_evac_cleanup import giveback
 from nova_evac_cleanup import journal
+from nova_evac_cleanup import records
 from nova_evac_cleanup import rule
 from nova_evac_cleanup import sweep
 
@@ -55,7 +56,7 @@ def report(manager, context, delete=False):
 
     :returns: a dict, the report
     """
-    nodes = rule.nodes(context, manager.host)
+    nodes = records.nodes(context, manager.host)
     found, examined = sweep.survey(manager, context,
                                    journal.entries(manager.host), nodes,
                                    delete)

@@ -14,15 +14,12 @@
 
 """The one ending of an evacuation to this host that did not move the server.
 
-The failure handler, the start-up sweep, ``audit --delete`` and the next
-evacuation over a kept guest all end an evacuation here. :meth:`Ending.end`
-holds the server (its task state from the one found to
-:data:`~nova_evac_cleanup.rule.HOLD`, a compare-and-swap, once the entry
-records it), runs :data:`STEPS`, each safe to run again and recorded in
-the entry once done, and releases the server last, from the hold. Before
-each step the state is read again and must still be held
-(:func:`~nova_evac_cleanup.rule.held`): an HA tool's evacuation since is
-left alone. What nova's own handler already did is found done by reading.
+:meth:`Ending.end` holds the server (a compare-and-swap of its task state
+to :data:`~nova_evac_cleanup.rule.HOLD`, once the entry records it), runs
+:data:`STEPS`, each safe to run again and recorded once done, and releases
+the server last, from the hold. Before each step the state is read again
+and must still be held: an HA tool's evacuation since is left alone. What
+nova's own handler already did is found done by reading.
 """
 
 import collections
@@ -45,9 +42,8 @@ class Ending(object):
     """One evacuation to this host being ended.
 
     :param record: writes the entry after each step; raises if it could
-        not (the sweep), or logs it (the failure handler, from memory)
-    :param network_info: and ``block_device_info``: what spawn was given;
-        None for what the database says
+        not (the sweep), or logs it (the failure handler)
+    :param network_info: and ``block_device_info``: what spawn was given
     :param error: the error that failed it, if this process saw it
     """
 
@@ -59,7 +55,6 @@ class Ending(object):
         self.network_info = network_info
         self.block_device_info = block_device_info
         self.error = error
-        #: what was done, and what failed: sentences
         self.done, self.errors = [], []
 
     def _log(self, text, *args, level='info', instance=None):
@@ -73,10 +68,8 @@ class Ending(object):
         try:
             fact = getattr(self, STEPS[name])(state)
         except Exception as error:
-            LOG.exception('Evacuation %s to %s (%s): ending it, %s failed',
-                          self.entry.migration_uuid, self.host,
-                          self.entry.error or 'interrupted', name,
-                          instance_uuid=self.entry.instance_uuid)
+            self._log('(%s) ending it, %s failed', self.entry.error or
+                      'interrupted', name, level='exception')
             self.errors.append('%s: %s' % (name, error))
             return False
         if fact:
@@ -87,7 +80,6 @@ class Ending(object):
         return True
 
     # The steps: each returns what it did, or None.
-
     def fail_migration(self, state):
         if state.migration.status in rule.RUNNING and records.set_status(
                 self.context, state.migration, rule.RUNNING, 'failed'):
@@ -121,7 +113,7 @@ class Ending(object):
         allocations = self.manager.reportclient.get_allocs_for_consumer(
             self.context, uuid).get('allocations') or {}
         here = sorted(set(allocations) & set(
-            rule.nodes(self.context, self.host)))
+            records.nodes(self.context, self.host)))
         remove = (self.manager.reportclient.
                   remove_provider_tree_from_instance_allocation)
         for rp in here:
@@ -150,8 +142,6 @@ class Ending(object):
             if error else records.EvacuationInterrupted(host=self.host)))
         return 'recorded the fault'
 
-    # The ending.
-
     def end(self, state):
         """Hold the server, end it step by step, release it: whether it did.
 
@@ -172,8 +162,8 @@ class Ending(object):
         for name in STEPS:
             if name in entry.done:
                 continue
-            state = rule.read(self.context, entry.instance_uuid,
-                              entry.migration_uuid)
+            state = records.read(self.context, entry.instance_uuid,
+                                 entry.migration_uuid)
             if not rule.held(self.host, state):
                 self._log('changed while this host ended it (task state %s); '
                           'left alone from here on',
@@ -193,19 +183,18 @@ class Ending(object):
         return self._release(state.instance)
 
     def _hold(self, instance):
-        """The server from the task state it was found in to the hold.
+        """The server to the hold, from the task state it was found in.
 
-        A newer evacuation can share that task state (nova's API sets
-        ``rebuilding`` whatever it was): a hold taken over one is given
-        back at once.
+        Given back at once if a newer operation shares that task state
+        (nova's API sets ``rebuilding`` whatever it was).
         """
         found = self.entry.held_from
         if instance.task_state == rule.HOLD:
             return True
         try:
             records.set_task_state(self.context, instance, found, rule.HOLD)
-            state = rule.read(self.context, instance.uuid,
-                              self.entry.migration_uuid)
+            state = records.read(self.context, instance.uuid,
+                                 self.entry.migration_uuid)
             if not rule.held(self.host, state):
                 records.set_task_state(self.context, instance, rule.HOLD,
                                        found)

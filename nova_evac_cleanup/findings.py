@@ -23,6 +23,7 @@ The state the database gives, what is on this host and the rule's verdict
 from nova.compute import task_states
 from nova import objects
 
+from nova_evac_cleanup import records
 from nova_evac_cleanup import rule
 from nova_evac_cleanup import runbook
 
@@ -93,8 +94,8 @@ def examine(manager, context, host_nodes, entry=None, instance_uuid=None,
             migration_uuid=None):
     """A :class:`Finding`: the state read, what is left here, the verdict."""
     uuid = instance_uuid or entry.instance_uuid
-    state = rule.read(context, uuid,
-                      entry.migration_uuid if entry else migration_uuid)
+    state = records.read(context, uuid,
+                         entry.migration_uuid if entry else migration_uuid)
     # A deleted instance is looked for here by its uuid.
     left = rule.left_here(manager, context, state.instance or
                           objects.Instance(uuid=uuid), entry, host_nodes)

@@ -67,13 +67,13 @@ def before_nova(evacuation, instance):
     While nova's claim still holds this host's resources and the server
     is in the evacuation's task state. Never raises.
     """
-    steps, state = evacuation.ending(), rule.State(instance, None, [])
+    steps, state = evacuation.ending(), records.State(instance, None, [])
     if 'destroy' not in evacuation.entry.done:
         steps.step('destroy', state)
     if 'volumes' in evacuation.entry.done:
         return
     try:
-        newest = rule.newest_move(evacuation.context, instance.uuid)
+        newest = records.newest_move(evacuation.context, instance.uuid)
     except Exception:
         LOG.exception('Could not read the moves of %s', instance.uuid)
         return
@@ -90,8 +90,8 @@ def _lives_here(evacuation, instance, finish=False):
     left of one that lives here is finished.
     """
     try:
-        state = rule.read(evacuation.context, instance.uuid,
-                          evacuation.entry.migration_uuid)
+        state = records.read(evacuation.context, instance.uuid,
+                             evacuation.entry.migration_uuid)
     except Exception:
         LOG.exception('Could not read the instance after its evacuation '
                       'to %s failed: powering its guest off',
@@ -137,7 +137,7 @@ def after_nova(evacuation, instance, error):
             leftovers.end(manager.driver, entry, instance)
             return
         finding = sweep.settle(manager, context, entry,
-                               rule.nodes(context, entry.host),
+                               records.nodes(context, entry.host),
                                ending=evacuation.ending())
         if finding.verdict.decision == rule.KEEP:
             leftovers.end(manager.driver, entry, instance)

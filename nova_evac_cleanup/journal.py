@@ -77,11 +77,7 @@ class Entry(object):
         self.done = done or []
 
     def made(self, volume_id, attachment_id):
-        """Whether the evacuation made the volume's attachment here.
-
-        Not if it is still the source's, which ``detached`` noted before
-        nova's ``detach_block_devices`` deleted it.
-        """
+        """Whether the attachment is the evacuation's, not the source's."""
         return self.detached.get(volume_id, attachment_id) != attachment_id
 
     def as_dict(self):
@@ -89,10 +85,7 @@ class Entry(object):
 
     @classmethod
     def from_dict(cls, data):
-        """An entry of this version or an earlier one.
-
-        :raises ValueError: if ``data`` is not such a dict
-        """
+        """An entry of this version or an earlier one; or ValueError."""
         if not isinstance(data, dict):
             raise ValueError('not a JSON object')
         missing = [name for name in ('host', 'instance_uuid',
@@ -114,8 +107,7 @@ class Entry(object):
         return entry
 
     def __repr__(self):
-        return 'Entry(%s)' % ', '.join(
-            '%s=%r' % item for item in sorted(self.as_dict().items()))
+        return 'Entry(%r)' % self.as_dict()
 
 
 def _upgraded(old):
@@ -183,10 +175,7 @@ _SHARED_TYPES = ('nfs', 'nfs4', 'cifs', 'smb3', 'ceph', 'fuse.ceph-fuse',
 
 
 def shared_filesystem(path):
-    """The type of the filesystem ``path`` is on if it may be shared.
-
-    The longest mount point above ``path``; None for a local filesystem.
-    """
+    """The type of the filesystem ``path`` is on if it may be shared."""
     path = os.path.realpath(path)
     mounts = [m for m in psutil.disk_partitions(all=True)
               if os.path.commonpath([path, m.mountpoint]) == m.mountpoint]

@@ -12,13 +12,17 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""nova's records of an evacuation, each written only from what it expects.
+"""nova's records of an evacuation: read, and written only as expected.
 
-nova's evacuate API checks no task state and a source that comes back
-first completes the migration: a read then a save would overwrite either.
-So the migration's status and the server's task state are written with a
-compare-and-swap, and nothing else of the server is saved with them.
+:func:`read` gives the state the rule (:mod:`nova_evac_cleanup.rule`)
+decides on. nova's evacuate API checks no task state and a source that
+comes back first completes the migration: a read then a save would
+overwrite either. So the migration's status and the server's task state
+are written with a compare-and-swap, and nothing else of the server with
+them.
 """
+
+import collections
 
 from nova.compute import resource_tracker
 from nova.compute import utils as compute_utils
@@ -43,6 +47,49 @@ class EvacuationInterrupted(exception.NovaException):
     msg_fmt = ('The evacuation to %(host)s was interrupted: nova-compute on '
                '%(host)s stopped before the guest was spawned. The guest '
                'there was cleaned up when it started again.')
+
+
+#: What the database says now; ``faulted``: a fault since it began.
+State = collections.namedtuple('State', 'instance migration moves faulted',
+                               defaults=(False,))
+
+_INSTANCE_ATTRS = ['info_cache', 'flavor', 'migration_context']
+
+
+def read(context, instance_uuid, migration_uuid=None):
+    """The instance (None once deleted), the migration, every move."""
+    try:
+        instance = objects.Instance.get_by_uuid(
+            context, instance_uuid, expected_attrs=_INSTANCE_ATTRS)
+    except exception.InstanceNotFound:
+        # Deleted: nova's running_deleted_instance_action reaps its guest.
+        instance = None
+    moves = list(objects.MigrationList.get_by_filters(
+        context, {'instance_uuid': instance_uuid},
+        sort_keys=['created_at', 'id'], sort_dirs=['desc', 'desc']))
+    migration = next((m for m in moves if m.uuid == migration_uuid), None)
+    fault = objects.InstanceFault.get_latest_for_instance(context,
+                                                          instance_uuid)
+    return State(instance, migration, moves, bool(
+        fault is not None and migration is not None and
+        fault.created_at >= migration.created_at))
+
+
+def newest_move(context, instance_uuid):
+    """The instance's newest migration, or None."""
+    moves = objects.MigrationList.get_by_filters(
+        context, {'instance_uuid': instance_uuid},
+        sort_keys=['created_at', 'id'], sort_dirs=['desc', 'desc'], limit=1)
+    return moves[0] if moves else None
+
+
+def nodes(context, host):
+    """The compute node uuids of ``host``, from the database."""
+    try:
+        return [node.uuid for node in objects.ComputeNodeList.get_all_by_host(
+            context, host)]
+    except exception.ComputeHostNotFound:
+        return []
 
 
 def set_status(context, migration, expected, status):

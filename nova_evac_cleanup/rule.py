@@ -14,11 +14,11 @@
 
 """The rule: may this host end an evacuation to it? Read, then decide.
 
-:func:`read` and :func:`left_here` read the database and this host;
-:func:`decide`, which reads nothing, says :data:`END` it, :data:`FORGET`
-its journal entry, or :data:`KEEP` and report it, with a reason. The kind
-of a verdict (``interrupted``, ``moved-on``...) is a word of the report; no
-code branches on it.
+:func:`~nova_evac_cleanup.records.read` and :func:`left_here` read the
+database and this host; :func:`decide`, which reads nothing, says
+:data:`END` it, :data:`FORGET` its journal entry, or :data:`KEEP` and
+report it, with a reason. The kind of a verdict (``interrupted``,
+``moved-on``...) is a word of the report; no code branches on it.
 
 When in doubt, keep and report. Only an evacuation this host journaled is
 ended, and only while the instance's state still names it: not hosted
@@ -32,8 +32,6 @@ import collections
 
 from nova.compute import task_states
 from nova.compute import vm_states
-from nova import exception
-from nova import objects
 from nova.objects import fields
 
 from nova_evac_cleanup import guest
@@ -57,53 +55,12 @@ OVER = frozenset(['confirmed', 'reverted', 'error', 'failed', 'completed',
 #: source that came back first, ``failed`` by nova's handler.
 ENDABLE = RUNNING + ('completed', 'failed')
 
-#: What the database says now; ``faulted``: a fault since it began.
-State = collections.namedtuple('State', 'instance migration moves faulted',
-                               defaults=(False,))
 #: What is on this host: the guest (None, 'running', 'defined'), the
 #: instance directory and its files' sizes, this host's allocations by
 #: provider, whether the files are the evacuation's own, and if not why.
 Left = collections.namedtuple('Left', 'guest path files allocations owned '
                               'why', defaults=(None,))
 Verdict = collections.namedtuple('Verdict', 'decision kind reason')
-
-_INSTANCE_ATTRS = ['info_cache', 'flavor', 'migration_context']
-
-
-def read(context, instance_uuid, migration_uuid=None):
-    """The instance (None once deleted), the migration, every move."""
-    try:
-        instance = objects.Instance.get_by_uuid(
-            context, instance_uuid, expected_attrs=_INSTANCE_ATTRS)
-    except exception.InstanceNotFound:
-        # Deleted: nova's running_deleted_instance_action reaps its guest.
-        instance = None
-    moves = list(objects.MigrationList.get_by_filters(
-        context, {'instance_uuid': instance_uuid},
-        sort_keys=['created_at', 'id'], sort_dirs=['desc', 'desc']))
-    migration = next((m for m in moves if m.uuid == migration_uuid), None)
-    fault = objects.InstanceFault.get_latest_for_instance(context,
-                                                          instance_uuid)
-    return State(instance, migration, moves, bool(
-        fault is not None and migration is not None and
-        fault.created_at >= migration.created_at))
-
-
-def newest_move(context, instance_uuid):
-    """The instance's newest migration, or None."""
-    moves = objects.MigrationList.get_by_filters(
-        context, {'instance_uuid': instance_uuid},
-        sort_keys=['created_at', 'id'], sort_dirs=['desc', 'desc'], limit=1)
-    return moves[0] if moves else None
-
-
-def nodes(context, host):
-    """The compute node uuids of ``host``, from the database."""
-    try:
-        return [node.uuid for node in objects.ComputeNodeList.get_all_by_host(
-            context, host)]
-    except exception.ComputeHostNotFound:
-        return []
 
 
 def left_here(manager, context, instance, entry, host_nodes):

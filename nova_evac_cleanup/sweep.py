@@ -29,6 +29,7 @@ from nova_evac_cleanup import findings
 from nova_evac_cleanup import journal
 from nova_evac_cleanup import leftovers
 from nova_evac_cleanup import ports
+from nova_evac_cleanup import records
 from nova_evac_cleanup import rule
 
 CONF = cfg.CONF
@@ -68,7 +69,7 @@ def sweep(manager, context, mode):
         mode = 'report'
     try:
         entries = journal.entries(manager.host)
-        host_nodes = rule.nodes(context, manager.host) if entries else []
+        host_nodes = records.nodes(context, manager.host) if entries else []
     except Exception:
         LOG.exception('Could not look for interrupted evacuations to %s',
                       manager.host)

@@ -440,7 +440,7 @@ class TestSetStatus(EndingTestCase):
         whose start completed it between the two had its record rewritten
         to failed.
         """
-        state = rule.read(self.context, uuids.instance, uuids.migration)
+        state = records.read(self.context, uuids.instance, uuids.migration)
         db_api.migration_update(self.context, self.migration.id,
                                 {'status': 'completed'})
         steps = ending.Ending(self.manager, self.context, self.entry,

@@ -23,6 +23,7 @@ from nova import test
 from oslo_utils.fixture import uuidsentinel as uuids
 
 from nova_evac_cleanup import journal
+from nova_evac_cleanup import records
 from nova_evac_cleanup import rule
 
 HOST = 'compute1'
@@ -58,7 +59,7 @@ class TestDecide(test.NoDBTestCase):
     def decide(self, instance, ours, *others, entry=None, left=GUEST):
         moves = sorted((ours,) + others, key=lambda m: m.id, reverse=True)
         return rule.decide(HOST, entry or _entry(),
-                           rule.State(instance, ours, moves), left)
+                           records.State(instance, ours, moves), left)
 
     def kind(self, *args, **kwargs):
         return self.decide(*args, **kwargs).kind
@@ -234,28 +235,28 @@ class TestDecide(test.NoDBTestCase):
         self.assertEqual((rule.KEEP, 'instance-deleted'), self.decide(
             deleted, _migration(1, 'pre-migrating'))[:2])
         self.assertEqual((rule.FORGET, 'instance-deleted'), rule.decide(
-            HOST, _entry(), rule.State(None, None, []), NOTHING)[:2])
+            HOST, _entry(), records.State(None, None, []), NOTHING)[:2])
 
     def test_unjournaled_is_never_ended(self):
         """What only the database shows is reported, never acted on."""
-        state = rule.State(_instance(), _migration(1, 'pre-migrating'),
-                           [_migration(1, 'pre-migrating')])
+        state = records.State(_instance(), _migration(1, 'pre-migrating'),
+                              [_migration(1, 'pre-migrating')])
         self.assertEqual((rule.KEEP, 'unjournaled'),
                          rule.decide(HOST, None, state, GUEST)[:2])
-        failed = rule.State(
+        failed = records.State(
             _instance(task_state=None, vm_state=vm_states.ERROR),
             _migration(1, 'failed'), [_migration(1, 'failed')])
         self.assertEqual((rule.KEEP, 'failed-leftover'),
                          rule.decide(HOST, None, failed, GUEST)[:2])
         self.assertEqual('foreign-guest', rule.decide(
-            HOST, None, rule.State(_instance(), None, []), GUEST).kind)
+            HOST, None, records.State(_instance(), None, []), GUEST).kind)
 
     def test_held_only_while_newest_and_in_the_hold(self):
         ours = _migration(1, 'failed')
-        self.assertTrue(rule.held(HOST, rule.State(
+        self.assertTrue(rule.held(HOST, records.State(
             _instance(task_state=rule.HOLD), ours, [ours])))
-        self.assertFalse(rule.held(HOST, rule.State(
+        self.assertFalse(rule.held(HOST, records.State(
             _instance(task_state=task_states.REBUILDING), ours, [ours])))
         newer = _migration(2, 'accepted', uuids.newer)
-        self.assertFalse(rule.held(HOST, rule.State(
+        self.assertFalse(rule.held(HOST, records.State(
             _instance(task_state=rule.HOLD), ours, [newer, ours])))
