@@ -80,6 +80,7 @@ class Ending(object):
         return True
 
     # The steps: each returns what it did, or None.
+
     def fail_migration(self, state):
         if state.migration.status in rule.RUNNING and records.set_status(
                 self.context, state.migration, rule.RUNNING, 'failed'):
@@ -87,17 +88,10 @@ class Ending(object):
         return None
 
     def destroy_guest(self, state):
-        if not self.entry.spawned:
-            # Before spawn nothing here is its own.
-            return None
-        instance = state.instance
-        network_info = self.network_info
-        if network_info is None:
-            network_info = instance.get_network_info()
-        return guest.end(self.manager.driver, self.context, instance,
-                         self.entry, network_info, self.block_device_info or
-                         volumes.block_device_info(self.manager, self.context,
-                                                   instance, self.entry))
+        # Before spawn nothing here is its own.
+        return self.entry.spawned and guest.end(
+            self.manager, self.context, state.instance, self.entry,
+            self.network_info, self.block_device_info)
 
     def release_volumes(self, state):
         if self.block_device_info is not None and not (

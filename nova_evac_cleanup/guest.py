@@ -34,6 +34,7 @@ from oslo_log import log as logging
 from oslo_utils import excutils
 
 from nova_evac_cleanup import ownership
+from nova_evac_cleanup import volumes
 
 LOG = logging.getLogger(__name__)
 
@@ -92,20 +93,27 @@ def destroy(driver, context, instance, network_info, block_device_info,
                               instance=instance)
 
 
-def end(driver, context, instance, entry, network_info, block_device_info,
-        resources_known=True):
+def end(manager, context, instance, entry, network_info=None,
+        block_device_info=None, resources_known=True):
     """Destroy the guest of ``entry``; its disks only with proof, taken now.
 
     A guest that could not be destroyed but is powered off is kept: the
     next evacuation of the server here destroys it first.
 
+    :param network_info: and ``block_device_info``: what spawn was given;
+        None for what the database says
     :returns: what was done, a sentence
     :raises: the destroy's error, if the guest still runs
     """
+    driver = manager.driver
     present = state(driver, instance)
     owns, why = ownership.proof(entry)
+    if network_info is None:
+        network_info = instance.get_network_info()
     try:
-        destroy(driver, context, instance, network_info, block_device_info,
+        destroy(driver, context, instance, network_info,
+                block_device_info or volumes.block_device_info(
+                    manager, context, instance, entry),
                 owns, resources_known)
     except Exception:
         if state(driver, instance) == 'running':

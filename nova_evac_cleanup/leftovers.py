@@ -37,7 +37,6 @@ from nova_evac_cleanup import journal
 from nova_evac_cleanup import ownership
 from nova_evac_cleanup import records
 from nova_evac_cleanup import runbook
-from nova_evac_cleanup import volumes
 
 LOG = logging.getLogger(__name__)
 
@@ -171,10 +170,7 @@ def _clear(manager, context, instance, entry):
                     'keeping its files', instance=instance)
         try:
             # The resources its claim had are gone with the claim.
-            guest.end(manager.driver, context, instance, entry,
-                      instance.get_network_info(),
-                      volumes.block_device_info(manager, context, instance,
-                                                entry),
+            guest.end(manager, context, instance, entry,
                       resources_known=False)
         except Exception:
             LOG.exception('Could not destroy what evacuation %s left on %s',
