@@ -14,20 +14,14 @@
 
 """The record: what this host knows, on its own disk, of its evacuations.
 
-The start-up sweep and ``audit --delete`` act only on proof that what they
-touch is an evacuation this host ran; the database cannot give it (its
-records outlive the evacuation, and instances move on). So the evacuating
-compute keeps one **entry** per evacuation to it, a file in
-``[evacuate_cleanup] journal_path``, from before nova's rebuild code runs
-until nothing of it is left here. ``phase`` says how far its end got:
-``begun``, ``ending`` and ``releasing`` (the ending holds the server;
-``done`` lists its steps), ``kept`` (it left here what the cleanup keeps).
-
-Each write is atomic (a new file renamed over the old one); those that
-precede what a crash of the host could leave unrecorded are fsynced
-(``durable``). Anything else in the directory is logged and skipped.
-Entries of earlier versions are read too; their directories were proven
-by a marker, not by ``fsid``, so their disks are kept.
+The sweep and ``audit --delete`` act only on proof that what they touch
+is an evacuation this host ran, which the database cannot give (its
+records outlive the evacuation). So the evacuating compute keeps one
+entry per evacuation to it in ``[evacuate_cleanup] journal_path``, from
+before nova's rebuild code runs until nothing of it is left here. Each
+write is atomic; those before what a host crash could leave unrecorded
+are fsynced. Entries of earlier versions are read too (their disks, proven
+by a marker then, are kept).
 """
 
 import json
@@ -60,7 +54,7 @@ class Entry(object):
         self.migration_uuid = migration_uuid
         #: whether it got as far as spawning: before, nothing here is its own
         self.spawned = spawned
-        #: nova's answer before spawn: True, False or None (not known)
+        #: nova's answer to "shared?": True, False or None (not known)
         self.shared = shared
         #: the instance directory, absent before spawn, that spawn makes
         self.claim = claim
@@ -70,6 +64,8 @@ class Entry(object):
         self.detached = detached or {}
         #: the error that failed it, as this host first saw it
         self.error = error
+        #: how far its end got: begun, ending, releasing (the server held;
+        #: done lists the steps), kept (it left what the cleanup keeps)
         self.phase = phase
         #: the task state the ending found the server in, before its hold
         self.held_from = held_from
@@ -88,8 +84,7 @@ class Entry(object):
         """An entry of this version or an earlier one; or ValueError."""
         if not isinstance(data, dict):
             raise ValueError('not a JSON object')
-        missing = [name for name in ('host', 'instance_uuid',
-                                     'migration_uuid')
+        missing = [name for name in cls.FIELDS[:3]
                    if not isinstance(data.get(name), str)]
         if missing:
             raise ValueError('no %s' % ', '.join(missing))
@@ -133,16 +128,14 @@ def _directory(host):
     return os.path.join(CONF.evacuate_cleanup.journal_path, host)
 
 
-def _path(host, migration_uuid):
-    return os.path.join(_directory(host), migration_uuid + _SUFFIX)
+def _path(entry):
+    return os.path.join(_directory(entry.host),
+                        entry.migration_uuid + _SUFFIX)
 
 
 def write(entry, durable=False):
-    """Write ``entry`` atomically; with ``durable``, fsynced too.
-
-    :raises OSError: if it could not be written
-    """
-    path = _path(entry.host, entry.migration_uuid)
+    """Write ``entry`` atomically; with ``durable``, fsynced too."""
+    path = _path(entry)
     directory = os.path.dirname(path)
     os.makedirs(directory, exist_ok=True)
     temporary = path + '.tmp'
@@ -163,7 +156,7 @@ def write(entry, durable=False):
 def remove(entry):
     """Forget ``entry`` (not fsynced: the next start forgets it again)."""
     try:
-        os.unlink(_path(entry.host, entry.migration_uuid))
+        os.unlink(_path(entry))
     except FileNotFoundError:
         pass
 
@@ -191,12 +184,12 @@ def usable(host):
     A probe entry is written and removed: a read-only filesystem or a full
     disk shows here. A journal other hosts may mount gets a warning.
     """
-    shared = shared_filesystem(CONF.evacuate_cleanup.journal_path)
+    path = CONF.evacuate_cleanup.journal_path
+    shared = shared_filesystem(path)
     if shared:
         LOG.warning('[evacuate_cleanup] journal_path %s is on a %s '
                     'filesystem, which other hosts may mount: it must be '
-                    'local to %s', CONF.evacuate_cleanup.journal_path, shared,
-                    host)
+                    'local to %s', path, shared, host)
     try:
         probe = Entry(host, '-', '.probe')
         write(probe)
@@ -230,14 +223,12 @@ def entries(host, instance_uuid=None):
         try:
             with open(path) as stream:
                 entry = Entry.from_dict(json.load(stream))
+            if entry.host != host or name != entry.migration_uuid + _SUFFIX:
+                raise ValueError('the entry of migration %s to %s' % (
+                    entry.migration_uuid, entry.host))
         except (OSError, ValueError) as error:
             LOG.error('Ignoring %s in the evacuation journal of %s: not a '
-                      'readable journal entry (%s)', path, host, error)
-            continue
-        if entry.host != host or name != entry.migration_uuid + _SUFFIX:
-            LOG.error('Ignoring %s in the evacuation journal of %s: it is '
-                      'the entry of migration %s to %s', path, host,
-                      entry.migration_uuid, entry.host)
+                      'journal entry of it (%s)', path, host, error)
             continue
         if instance_uuid in (None, entry.instance_uuid):
             result.append(entry)
