@@ -16,18 +16,16 @@
 
 1. the leftovers of failed or interrupted evacuations to this host;
 2. for each, whether the instance exists and where it is hosted;
-3. the allocations against this host's nodes that are orphaned (no
-   instance here, no migration in progress here, no finding), and the
-   instances of the findings that have no allocation left;
-4. what ``--delete`` does (or did) about them: exactly what the start-up
-   sweep's ``clean`` does (:func:`nova_evac_cleanup.sweep.settle`);
-5. if any, the ports and volumes failed evacuations from this host have
-   not given back to it yet (:func:`nova_evac_cleanup.giveback.left`).
+3. the allocations against this host's nodes nothing accounts for, and
+   the instances of the findings that have none left;
+4. what ``--delete`` does (or did): what the start-up sweep's ``clean``
+   does (:func:`nova_evac_cleanup.sweep.settle`);
+5. the ports and volumes failed evacuations from this host have not
+   given back to it yet (:func:`nova_evac_cleanup.giveback.left`).
 
 Without ``delete`` nothing is written anywhere.
 """
 
-from nova import exception
 from nova import objects
 
 from nova_evac_cleanup import giveback
@@ -35,17 +33,6 @@ from nova_evac_cleanup import journal
 from nova_evac_cleanup import records
 from nova_evac_cleanup import rule
 from nova_evac_cleanup import sweep
-
-
-def _service_up(context, host):
-    from nova import servicegroup
-
-    try:
-        service = objects.Service.get_by_compute_host(context, host)
-    except exception.ComputeHostNotFound:
-        return False
-    return (not service.forced_down and
-            servicegroup.API().service_is_up(service))
 
 
 def report(manager, context, delete=False):
@@ -63,7 +50,7 @@ def report(manager, context, delete=False):
     result = {
         'host': manager.host,
         'delete': delete,
-        'compute_service_up': _service_up(context, manager.host),
+        'compute_service_up': records.service_up(context, manager.host),
         'examined': examined,
         'evacuations': [_as_dict(f) for f in found],
         'orphaned_allocations': _orphaned(manager, context, nodes, found),
@@ -82,12 +69,6 @@ def report(manager, context, delete=False):
         if not left:
             result['missing_allocations'].append(instance.uuid)
     return result
-
-
-def _uuid(finding):
-    instance = finding.state.instance
-    return instance.uuid if instance is not None else (
-        finding.entry.instance_uuid)
 
 
 def _disks(finding):
@@ -137,7 +118,7 @@ def _as_dict(finding):
         'actions': _actions(finding) if to_end and not finding.done else [],
         'commands': finding.commands() if not to_end else [],
         'done': finding.done, 'errors': finding.errors,
-        'ended': finding.ended, 'instance': _uuid(finding),
+        'ended': finding.ended, 'instance': finding.uuid,
         'journaled': entry is not None,
         'kept': entry is not None and entry.phase == journal.KEPT,
         'refuses_evacuations': finding.refuses(),
@@ -157,7 +138,7 @@ def _as_dict(finding):
 
 def _orphaned(manager, context, nodes, found):
     """Allocations against this host nothing here accounts for."""
-    handled = {_uuid(f) for f in found}
+    handled = {f.uuid for f in found}
     result = []
     for node_uuid in nodes:
         node = objects.ComputeNode.get_by_uuid(context, node_uuid)

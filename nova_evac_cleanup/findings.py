@@ -43,6 +43,13 @@ class Finding(object):
         #: whether the ending released the server
         self.ended = False
 
+    @property
+    def uuid(self):
+        """The instance's uuid."""
+        instance = self.state.instance
+        return instance.uuid if instance is not None else (
+            self.entry.instance_uuid)
+
     def leaves_something(self):
         """Whether anything of it is here, but the server's own files."""
         left, entry = self.left, self.entry

@@ -92,6 +92,18 @@ def nodes(context, host):
         return []
 
 
+def service_up(context, host):
+    """Whether nova says the compute service of ``host`` is up."""
+    from nova import servicegroup
+
+    try:
+        service = objects.Service.get_by_compute_host(context, host)
+    except exception.ComputeHostNotFound:
+        return False
+    return (not service.forced_down and
+            servicegroup.API().service_is_up(service))
+
+
 def set_status(context, migration, expected, status):
     """The migration from one of ``expected`` to ``status``; whether it was.
 
