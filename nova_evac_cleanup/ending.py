@@ -85,7 +85,6 @@ class Ending(object):
         if state.migration.status in rule.RUNNING and records.set_status(
                 self.context, state.migration, rule.RUNNING, 'failed'):
             return 'migration set from %s to failed' % state.migration.status
-        return None
 
     def destroy_guest(self, state):
         # Before spawn nothing here is its own.
@@ -94,10 +93,9 @@ class Ending(object):
             self.network_info, self.block_device_info)
 
     def release_volumes(self, state):
-        if self.block_device_info is not None and not (
-                self.block_device_info.get('block_device_mapping')):
-            # Spawn was given no volume: none was connected here.
-            return None
+        given = self.block_device_info
+        if given is not None and not given.get('block_device_mapping'):
+            return None  # Spawn was given no volume: none is connected here.
         return volumes.release(self.manager, self.context, state.instance,
                                self.entry)
 
@@ -124,7 +122,6 @@ class Ending(object):
     def drop_context(self, state):
         if records.drop_context(state.instance, state.migration):
             return 'dropped the migration context'
-        return None
 
     def record_fault(self, state):
         if state.faulted:
@@ -227,9 +224,8 @@ STEPS = collections.OrderedDict([
     ('migration', 'fail_migration'), ('destroy', 'destroy_guest'),
     ('volumes', 'release_volumes'), ('allocation', 'remove_allocation'),
     ('context', 'drop_context'), ('fault', 'record_fault')])
-#: Those whose failure keeps the hold (the other steps still run): a
-#: running migration would make the source destroy its own guest as it
-#: starts, a guest still running here be a second writer on the server's
-#: disks and volumes, a connection left here be taken for the source's,
-#: an allocation left here fail the next evacuation here.
+#: Those whose failure keeps the hold (the rest still run): a running
+#: migration makes the source destroy its guest as it starts; a running
+#: guest here, or a connection, is a second writer on the server's disks;
+#: an allocation here fails the next evacuation here.
 REQUIRED = ('migration', 'destroy', 'volumes', 'allocation')

@@ -48,10 +48,9 @@ LOG = logging.getLogger(__name__)
 class EvacuateCleanupMixin(object):
     """Destroy the guest of an evacuation whose spawn failed on this host.
 
-    Mix this in before nova's ``ComputeManager``. Nothing changes for a
-    plain rebuild, a failure before spawn (nova cleans those up), a
-    successful evacuation, ``[evacuate_cleanup] enabled = False``, or a
-    nova whose hooked methods changed (:mod:`~nova_evac_cleanup.nova_support`).
+    Mixed in before nova's ``ComputeManager``. A plain rebuild, a failure
+    before spawn (nova cleans those up) and a successful evacuation run as
+    on stock nova.
     """
 
     def __init__(self, *args, **kwargs):
@@ -110,9 +109,8 @@ class EvacuateCleanupMixin(object):
     def _watch(self, owner, name, hook):
         """Have ``owner.name`` call ``hook(evacuation, real, ...)``; once.
 
-        Set on this manager's own driver and resource tracker: whatever
-        replaced the method since is called as the real one. Calls for an
-        instance not evacuated here go straight to it.
+        Whatever replaced the method since is called as the real one; a
+        call for an instance not evacuated here goes straight to it.
         """
         if getattr(getattr(owner, name), '_evacuation_hook', None) is self:
             return
@@ -180,11 +178,7 @@ class EvacuateCleanupMixin(object):
                                       **kwargs)
 
     def _do_rebuild_instance(self, context, instance, *args, **kwargs):
-        """Clear earlier leftovers; destroy a failed spawn's guest first.
-
-        Before nova's handler runs, while its claim holds what the guest
-        was made with.
-        """
+        """Clear earlier leftovers; a failure goes to the handler first."""
         evacuation = self._evacuations.get(instance.uuid)
         named = nova_support.named('_do_rebuild_instance',
                                    (context, instance) + args, kwargs)
