@@ -88,17 +88,15 @@ class Entry(object):
                    if not isinstance(data.get(name), str)]
         if missing:
             raise ValueError('no %s' % ', '.join(missing))
-        data = dict(data)
         if 'shared_storage' in data:
             data = _upgraded(data)
-        entry = cls(**{name: data.get(name) for name in cls.FIELDS
+        entry = cls(**{name: data[name] for name in cls.FIELDS
                        if name in data})
         if not (isinstance(entry.detached, dict) and
                 isinstance(entry.done, list) and
                 isinstance(entry.claim, (str, type(None))) and
                 entry.phase in PHASES):
-            raise ValueError('detached, done, claim or phase of the wrong '
-                             'type')
+            raise ValueError('detached, done, claim or phase mistyped')
         return entry
 
     def __repr__(self):
