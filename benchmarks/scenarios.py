@@ -559,10 +559,11 @@ class Scenarios(base.EvacuateTestCase):
         from nova.compute import manager as nova_manager
         from nova.compute import resource_tracker
         own = OwnTime()
+        # The watches of spawn, instance_on_disk and finish_evacuation run
+        # within rebuild_instance's span.
         marks = [(manager.EvacuateCleanupMixin, name, 'own')
                  for name in ('rebuild_instance', '_do_rebuild_instance',
-                              '_detach_volume', '_spawn',
-                              '_instance_on_disk', '_finish_evacuation')]
+                              '_detach_volume')]
         marks += [(nova_manager.ComputeManager, name, 'nova')
                   for name in ('rebuild_instance', '_do_rebuild_instance',
                                '_detach_volume')]

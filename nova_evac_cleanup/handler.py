@@ -22,7 +22,6 @@ failed the evacuation is the one nova sees.
 """
 
 from nova.compute import vm_states
-from nova import objects
 from oslo_log import log as logging
 
 from nova_evac_cleanup import leftovers
@@ -68,11 +67,16 @@ def before_nova(evacuation, instance):
     is in the evacuation's task state. Never raises.
     """
     steps, state = evacuation.ending(), records.State(instance, None, [])
+    given = evacuation.block_device_info
+    if given is not None and not given.get('block_device_mapping'):
+        # Spawn was given no volume: none to release, ever.
+        evacuation.entry.done.append('volumes')
     if 'destroy' not in evacuation.entry.done:
         steps.step('destroy', state)
     if 'volumes' in evacuation.entry.done:
         return
     try:
+        # A retry accepted meanwhile has made attachments of its own.
         newest = records.newest_move(evacuation.context, instance.uuid)
     except Exception:
         LOG.exception('Could not read the moves of %s', instance.uuid)
@@ -133,7 +137,7 @@ def after_nova(evacuation, instance, error):
             LOG.error('Ending the failed evacuation to %s failed: %s',
                       entry.host, error, instance=instance)
             records.add_fault(context, instance, evacuation.error)
-        elif _ended_by_nova(evacuation):
+        elif _ended_by_nova(evacuation, instance):
             leftovers.end(manager.driver, entry, instance)
             return
         finding = sweep.settle(manager, context, entry,
@@ -146,21 +150,21 @@ def after_nova(evacuation, instance, error):
                       entry.host, instance=instance)
 
 
-def _ended_by_nova(evacuation):
+def _ended_by_nova(evacuation, instance):
     """Whether nova's handler ended what this host had not, so far.
 
-    nova's rebuild code raised the evacuation's own error once this
-    host had destroyed the guest and released the volumes: its handler
-    failed the migration, removed the allocation, dropped the claim and
-    recorded the fault, or another error would have come out of it.
-    The task state it reverts last, and only logs a failure to: the
-    server is read. ``finish_evacuation`` has no such handler.
+    nova's rebuild code raised the evacuation's own error once this host
+    had destroyed the guest and released the volumes: its handler failed
+    the migration, removed the allocation, dropped the claim and recorded
+    the fault, or another error would have come out of it. Its decorators
+    then saved the server in ERROR, and its task state last (a failure of
+    that save is only logged): what they saved of ``instance`` is no
+    change of it any more. ``finish_evacuation`` has no such handler.
     """
     if evacuation.in_finish or not {'destroy', 'volumes'} <= set(
             evacuation.entry.done):
         return False
-    current = objects.Instance.get_by_uuid(
-        evacuation.context, evacuation.entry.instance_uuid, expected_attrs=[])
-    return (current.task_state is None and
-            current.vm_state == vm_states.ERROR and
-            current.host != evacuation.entry.host)
+    return (instance.task_state is None and
+            instance.vm_state == vm_states.ERROR and
+            not {'task_state', 'vm_state'} & instance.obj_what_changed() and
+            instance.host != evacuation.entry.host)

@@ -846,20 +846,40 @@ class TestFailureCost(RebuildTestCase):
 
         This host had destroyed the guest and released the volumes before
         it; nova's handler then failed the migration, removed the
-        allocation, dropped the claim, recorded the fault and reverted the
-        task state, or it would have raised another error. The server read
-        once shows it released: placement and the rest of the state are
-        not read again.
+        allocation, dropped the claim and recorded the fault, or it would
+        have raised another error, and saved the server in ERROR with no
+        task state: nothing is read again, not placement, not the server.
         """
         self._fail_spawn()
 
-        self.assertRaises(SpawnFailed, self._rebuild)
+        with self._saves_as_nova():
+            self.assertRaises(SpawnFailed, self._rebuild)
 
         self.mock_destroy.assert_called_once()
         self.mock_unwind.assert_called_once()
         self.compute.reportclient.get_allocs_for_consumer.assert_not_called()
+        self.mock_get.assert_not_called()
         self.assertEqual(1, self.mock_migrations.call_count)
         self.assertEqual([], journal.entries(self.compute.host))
+
+    def test_without_volumes_no_move_is_read(self):
+        """Spawn was given no volume: none to release, no move to read."""
+        self._fail_spawn()
+        self.mock_attach.return_value = {'block_device_mapping': []}
+
+        with self._saves_as_nova():
+            self.assertRaises(SpawnFailed, self._rebuild)
+
+        self.mock_destroy.assert_called_once()
+        self.mock_unwind.assert_not_called()
+        self.mock_migrations.assert_not_called()
+        self.assertEqual([], journal.entries(self.compute.host))
+
+    def _saves_as_nova(self):
+        """Instance.save as nova's: what it saved is no change any more."""
+        return mock.patch.object(
+            objects.Instance, 'save',
+            lambda instance, *args, **kwargs: instance.obj_reset_changes())
 
     def test_a_task_state_nova_could_not_revert_is_ended(self):
         """nova's reverts_task_state only logs a failed save."""
