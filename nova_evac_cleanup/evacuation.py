@@ -36,14 +36,12 @@ LOG = logging.getLogger(__name__)
 class Evacuation(object):
     """One evacuation running on this host: what the cleanup knows of it."""
 
-    def __init__(self, manager, context, entry, migration,
-                 may_journal=lambda: True):
+    def __init__(self, manager, context, entry, may_journal=lambda: True):
         self.manager, self.context = manager, context
         #: whether the journal may be written now (this host's lock)
         self.may_journal = may_journal
         #: its journal entry, in memory whether or not the journal has it
         self.entry = entry
-        self.migration = migration
         #: nova's answer to "shared?", seen as nova asked the driver
         self.shared = None
         #: None, then 'entered', 'returned' or 'raised': the driver's spawn
@@ -91,9 +89,9 @@ class Evacuation(object):
 
     def spawned(self, real, *args, **kwargs):
         """The driver's spawn: journal the directory it makes, then run it."""
-        call = nova_support.spawn_arguments(args, kwargs)
         if self.spawn is not None:
             return real(*args, **kwargs)
+        call = nova_support.spawn_arguments(args, kwargs)
         self.network_info = call.get('network_info')
         self.block_device_info = call.get('block_device_info')
         self.entry.shared = self.shared

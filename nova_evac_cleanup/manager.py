@@ -144,7 +144,7 @@ class EvacuateCleanupMixin(object):
         evacuation = evacuations.Evacuation(
             self, context,
             journal.Entry(self.host, instance.uuid, migration.uuid),
-            migration, lambda: self._take_lock(0))
+            lambda: self._take_lock(0))
         self._evacuations[instance.uuid] = evacuation
         self._watch(self.driver, 'spawn', evacuations.Evacuation.spawned)
         self._watch(self.driver, 'instance_on_disk',
