@@ -59,8 +59,9 @@ DISTRIBUTION = 'nova-evac-cleanup'
 #: What a nova that changed a name costs.
 HOOK, FINISH, HELPER = 'hook', 'finish', 'helper'
 _COSTS = {
-    HOOK: 'Running as nova\'s own compute manager: no cleanup of failed '
-          'evacuations, no start-up sweep',
+    HOOK: 'nova-evac-cleanup cannot trust its hooks on this nova: running '
+          'as nova\'s own compute manager, no cleanup of failed evacuations, '
+          'no start-up sweep',
     FINISH: 'an evacuation that fails in it is ended by nova alone; the '
             'cleanup of a failed spawn still runs',
     HELPER: 'what needs them (the volume connections of a failed '

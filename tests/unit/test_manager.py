@@ -933,6 +933,9 @@ class TestOverriddenSignatures(test.NoDBTestCase):
         log.error.assert_called_once()
         message = log.error.call_args.args[0] % log.error.call_args.args[1:]
         self.assertIn(text, message)
+        # The line the operator guide tells to look for after an upgrade.
+        self.assertIn('nova-evac-cleanup cannot trust its hooks on this nova',
+                      message)
         self.assertFalse(compute._cleanup_runs)
         with mock.patch.object(nova_manager.ComputeManager,
                                'init_host') as init_host, \
