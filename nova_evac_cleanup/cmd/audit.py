@@ -12,23 +12,7 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""``nova-evac-cleanup audit [--delete] [--json]``: on a compute host.
-
-Reports what failed or interrupted evacuations to this host left
-(:mod:`nova_evac_cleanup.audit`), and with ``--delete`` does what the
-start-up sweep does, through the same code, holding the host's lock
-(refused while nova-compute holds it). Run it with the host's own
-configuration files, before or after the command::
-
-    nova-evac-cleanup audit --delete --config-file /etc/nova/nova.conf
-
-It reaches the database directly (``[database] connection``) or through
-nova-conductor, and never initialises the driver (libvirt's ``init_host``
-powers down dedicated CPUs under running guests). Only the report goes to
-standard output; nova's log lines stay off the terminal unless
-``--debug``, and an error is one line on standard error, with one of
-:data:`EXIT_CODES`, which ``--help`` prints.
-"""
+"""``nova-evac-cleanup audit [--delete] [--json]``, on a compute host."""
 
 import argparse
 import json
@@ -39,20 +23,15 @@ import traceback
 
 from oslo_config import cfg
 
+from nova_evac_cleanup import cmd
 from nova_evac_cleanup.cmd import configuration
-from nova_evac_cleanup.cmd import version
 
 CONF = cfg.CONF
 
 PROG = 'nova-evac-cleanup'
 
-#: The exit codes (see the module's docstring).
-NOTHING_FOUND = 0
-FAILED = 1
-USAGE_ERROR = 2
-FOUND = 3
-ENDED = 4
-CONFIG_ERROR = 5
+#: The exit codes, which --help prints.
+NOTHING_FOUND, FAILED, USAGE_ERROR, FOUND, ENDED, CONFIG_ERROR = range(6)
 
 EXIT_CODES = (
     (NOTHING_FOUND, 'nothing found'),
@@ -73,29 +52,19 @@ DESCRIPTION = (
     'evacuations left on this compute host: guests, instance files, '
     'journal entries and placement allocations; and list the ports and '
     'volumes failed evacuations from this host have not given back to it '
-    'yet. Run it on the compute host '
-    'with the configuration files of its nova-compute. Options may come '
-    'before or after the command.')
+    'yet. Run it on the compute host with the configuration files of its '
+    'nova-compute. Options may come before or after the command.')
 
 
 def build_manager(host=None):
-    """nova's own compute manager for ``host``, never started.
-
-    It lends its driver (which connects on its first call), placement
-    client and helpers to :mod:`nova_evac_cleanup.audit`.
-    """
+    """nova's own compute manager for ``host``, never started."""
     from nova.compute import manager
 
     return manager.ComputeManager(host=host)
 
 
 def run(delete=False, as_json=False, out=None, host=None, compute=None):
-    """The command without its set-up: usable in-process.
-
-    :param compute: a compute manager; :func:`build_manager` by default
-    :returns: the exit code (FAILED, nothing done, with ``delete`` while
-        another process holds the host's lock)
-    """
+    """The command without its set-up; returns the exit code."""
     from nova import context as nova_context
 
     from nova_evac_cleanup import audit
@@ -104,7 +73,7 @@ def run(delete=False, as_json=False, out=None, host=None, compute=None):
     out = out or sys.stdout
     lock = None
     if delete:
-        # Refuse before anything is loaded.
+        # Refused before anything is loaded.
         host = host or (compute.host if compute else CONF.host)
         try:
             lock = host_lock.acquire(host)
@@ -127,14 +96,12 @@ def run(delete=False, as_json=False, out=None, host=None, compute=None):
 
 def return_code(report):
     evacuations = report['evacuations']
+    left = report['orphaned_allocations'] or report.get('not_given_back')
     if any(e['errors'] for e in evacuations):
         return FAILED
-    if not (evacuations or report['orphaned_allocations'] or
-            report.get('not_given_back')):
+    if not (evacuations or left):
         return NOTHING_FOUND
-    if report['delete'] and not report['orphaned_allocations'] and not (
-            report.get('not_given_back')) and all(
-            e['ended'] for e in evacuations):
+    if report['delete'] and not left and all(e['ended'] for e in evacuations):
         return ENDED
     return FOUND
 
@@ -157,53 +124,9 @@ def _add_parsers(subparsers):
                         help='Print the report as JSON.')
 
 
-#: The command; a module constant, so that main() can run again in one
-#: process (oslo.config refuses a different option of the same name).
+#: A module constant: main() may run again in one process.
 _COMMAND = cfg.SubCommandOpt('command', title='Commands',
                              handler=_add_parsers)
-COMMANDS = ('audit',)
-#: The command's own options: every other one is nova-evac-cleanup's,
-#: wherever it is on the command line.
-_COMMAND_OPTIONS = ('--delete', '--json', '-h', '--help')
-
-
-def _command_last(args, conf):
-    """The arguments with the command and its own options last.
-
-    oslo.config knows its options (``--config-file``, ``--debug``...) only
-    before the command; an operator types them anywhere. An option that
-    takes a value is skipped with it (``--log-file audit`` names a file):
-    oslo.config makes every boolean option a flag, every other option takes
-    a value.
-    """
-    i = 0
-    while i < len(args):
-        token = args[i]
-        if token == '--':
-            break
-        if token in COMMANDS:
-            rest = args[i + 1:]
-            own = [a for a in rest if a in _COMMAND_OPTIONS]
-            others = [a for a in rest if a not in _COMMAND_OPTIONS]
-            return args[:i] + others + [token] + own
-        if (token.startswith('-') and '=' not in token and
-                not _is_flag(conf, token)):
-            i += 1
-        i += 1
-    return args
-
-
-def _is_flag(conf, token):
-    if token in ('-h', '--help', '--version', '-d'):
-        return True
-    name = token.lstrip('-').replace('-', '_')
-    for candidate in (name, name[2:] if name.startswith('no') else None):
-        try:
-            if candidate and isinstance(conf[candidate], bool):
-                return True
-        except (cfg.NoSuchOptError, cfg.Error):
-            pass
-    return False
 
 
 def _quiet_terminal():
@@ -227,18 +150,13 @@ def _fail(code, line, debug):
 def main(argv=None):
     argv = list(sys.argv if argv is None else argv)
     debug = '--debug' in argv[1:] or '-d' in argv[1:]
-    # Python's warnings (eventlet's deprecation, when nova runs in eventlet
-    # mode) are logged, as oslo.log does.
-    logging.captureWarnings(True)
+    logging.captureWarnings(True)  # as oslo.log does
     if not debug:
-        # nova's modules log as they load (its concurrency mode...), before
-        # the log is set up: not on the terminal.
+        # nova's modules log as they load, before the log is set up.
         logging.getLogger().addHandler(logging.NullHandler())
     try:
-        # As nova-compute does, on every nova release: importing its entry
-        # point sets up nova's concurrency mode (eventlet monkey patching
-        # or threading) before any other nova module is loaded. nova 34
-        # reads the --config-file and --config-dir of sys.argv to choose it.
+        # First, as nova-compute does: it sets up nova's concurrency mode
+        # (nova 34 reads --config-file and --config-dir of sys.argv for it).
         import nova.cmd.compute  # noqa: F401
     except cfg.Error as error:
         return _fail(CONFIG_ERROR, configuration.error_line(error), debug)
@@ -257,13 +175,13 @@ def main(argv=None):
     log.register_options(conf)
     conf.clear()
     conf.register_cli_opt(_COMMAND)
-    args = _command_last(argv[1:], conf)
-    # This command's interface: --help, --version, usage errors, and the
-    # configuration files given or found. nova's config.parse_args then
-    # parses the same arguments, and sets nova up from them.
+    args = configuration.command_last(argv[1:], conf, 'audit', (
+        '--delete', '--json', '-h', '--help'))
+    # --help, --version, usage errors and the files; nova's
+    # config.parse_args then parses the same arguments and sets nova up.
     try:
         conf(args, project='nova', prog=PROG,
-             version=version.version_line(PROG),
+             version=cmd.version_line(PROG),
              usage='%(prog)s [OPTIONS] {audit} ...',
              description=DESCRIPTION,
              epilog='Exit codes: ' + '; '.join(
@@ -281,18 +199,16 @@ def main(argv=None):
         conf.clear()
         config.parse_args([PROG] + args,
                           default_config_files=conf.default_config_files)
-        # The report goes to standard output, the log (unless a log file is
-        # configured) to standard error.
+        # The report alone on standard output.
         conf.set_default('use_stderr', True)
         log.setup(conf, 'nova')
         if not debug:
             _quiet_terminal()
         objects.register_all()
         if not conf.database.connection:
-            # No database here: go through nova-conductor like nova-compute.
+            # Through nova-conductor, as nova-compute.
             objects_base.NovaObject.indirection_api = (
                 conductor_rpcapi.ConductorAPI())
         return run(delete=conf.command.delete, as_json=conf.command.json)
     except Exception as error:
-        # One clear line, not a traceback; --debug prints the traceback.
         return _fail(FAILED, configuration.describe(error), debug)

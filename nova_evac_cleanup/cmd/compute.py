@@ -14,18 +14,15 @@
 
 """``nova-compute-evac-cleanup``: nova-compute with the evacuation cleanup.
 
-It takes the same arguments and configuration files as ``nova-compute``, so
-a deployer only swaps the binary in the service unit: nova's own
-``nova.cmd.compute.main`` parses them. Only ``--version`` (this project's
-version, and nova's) and ``--help`` (a line saying what it is, before
-nova-compute's help) are looked at first.
+nova's own ``nova.cmd.compute.main`` parses the arguments; only
+``--version`` and ``--help`` are looked at first.
 """
 
 import sys
 import textwrap
 
 import nova_evac_cleanup
-from nova_evac_cleanup.cmd import version
+from nova_evac_cleanup import cmd
 
 PROG = 'nova-compute-evac-cleanup'
 DESCRIPTION = (
@@ -35,23 +32,18 @@ DESCRIPTION = (
     'configuration files of nova-compute:' % PROG)
 
 
-def _options(argv):
-    """The arguments before ``--``, where argparse looks for options."""
-    return argv[:argv.index('--')] if '--' in argv else argv
-
-
 def main():
-    options = _options(sys.argv[1:])
+    args = sys.argv[1:]
+    options = args[:args.index('--')] if '--' in args else args
     if '--version' in options:
-        print(version.version_line(PROG))
+        print(cmd.version_line(PROG))
         return 0
     if '-h' in options or '--help' in options:
-        # nova-compute's help has no description: say what this one is.
+        # nova-compute's help has no description.
         print(textwrap.fill(DESCRIPTION) + '\n')
         sys.stdout.flush()
-    # Import nova's entry point here, first: importing nova.cmd sets up
-    # nova's concurrency mode (threading or eventlet monkey patching) before
-    # any other nova module is loaded, as it does for nova-compute.
+    # First, as nova-compute does: importing nova.cmd sets up nova's
+    # concurrency mode before any other nova module is loaded.
     from nova.cmd import compute
 
     nova_evac_cleanup.install()

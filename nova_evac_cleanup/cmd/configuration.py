@@ -12,14 +12,48 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""Is there a configuration to audit with? Checked without connecting.
+"""The audit's command line and configuration, checked without connecting.
 
-``nova-evac-cleanup`` says what is wrong with its configuration in one
-line naming the file or the option (exit code 5), before it loads nova's
-driver or asks anything of placement, the database or nova-conductor.
+Each problem is one line naming the file or the option (exit code 5),
+found before nova's driver is loaded or anything is asked of placement,
+the database or nova-conductor.
 """
 
 from oslo_config import cfg
+
+#: Options any command line may have that take no value.
+_FLAGS = ('-h', '--help', '--version', '-d')
+
+
+def command_last(args, conf, command, own):
+    """``args`` with ``command`` and its ``own`` options last.
+
+    oslo.config knows its options only before the command; an operator
+    types them anywhere. Every one but a boolean takes a value
+    (``--log-file audit`` names a file).
+    """
+    i = 0
+    while i < len(args) and args[i] != '--':
+        if args[i] == command:
+            rest = args[i + 1:]
+            return (args[:i] + [a for a in rest if a not in own] +
+                    [command] + [a for a in rest if a in own])
+        if (args[i].startswith('-') and '=' not in args[i] and
+                not _is_flag(conf, args[i])):
+            i += 1
+        i += 1
+    return args
+
+
+def _is_flag(conf, token):
+    name = token.lstrip('-').replace('-', '_')
+    for candidate in (name, name[2:] if name.startswith('no') else name):
+        try:
+            if isinstance(conf[candidate], bool):
+                return True
+        except cfg.Error:
+            pass
+    return token in _FLAGS
 
 
 def error_line(error):
@@ -46,10 +80,7 @@ def _files(conf):
 
 
 def problem(conf):
-    """What makes the audit unable to start, found without connecting.
-
-    :returns: one line, or None
-    """
+    """What makes the audit unable to start: one line, or None."""
     from keystoneauth1 import exceptions as ks_exceptions
     from keystoneauth1 import loading as ks_loading
 
@@ -78,7 +109,7 @@ def problem(conf):
     if not conf.database.connection:
         import oslo_messaging as messaging
 
-        # Registers oslo.messaging's options; checks the URL's form.
+        # Registers oslo.messaging's options too.
         try:
             messaging.TransportURL.parse(conf)
         except messaging.InvalidTransportURL as error:
