@@ -34,6 +34,7 @@ from nova_evac_cleanup import conf
 from nova_evac_cleanup import host_lock
 from nova_evac_cleanup import journal
 from nova_evac_cleanup import nova_support
+from nova_evac_cleanup import releases
 
 HOST = 'compute1'
 
@@ -323,10 +324,10 @@ class TestNovaSupport(test.NoDBTestCase):
                             ('33.0.0', True), ('34.0.0', True),
                             ('34.1.0.dev12', True), ('35.0.0', False),
                             ('35.0.0.0b1', False), ('30.2.0', False)):
-            problem = nova_support.release_problem(version)
+            problem = releases.release_problem(version)
             self.assertEqual(ok, not problem, (version, problem))
             if not ok:
-                self.assertIn(nova_support.supported_range(), problem)
+                self.assertIn(releases.supported_range(), problem)
                 self.assertIn(version, problem)
         # Its hooks are not the range's business.
         with mock.patch('nova.version.version_string',
@@ -341,7 +342,7 @@ class TestNovaSupport(test.NoDBTestCase):
                                  ('33.0.0', False), ('35.0.0', False),
                                  ('31.3.1.dev4', False), ('not-a-version',
                                                           True)):
-            self.assertEqual(deletes, nova_support.deletes_vtpm_secret(
+            self.assertEqual(deletes, releases.deletes_vtpm_secret(
                 version), version)
 
     def test_vtpm_hazard(self):
@@ -367,7 +368,7 @@ class TestNovaSupport(test.NoDBTestCase):
             [line] = [line for line in stream if line.startswith('nova')]
         declared = line.split('#')[0].strip()[len('nova'):]
         self.assertEqual(sorted(declared.split(',')),
-                         sorted(nova_support.supported_range().split(',')))
+                         sorted(releases.supported_range().split(',')))
 
     def test_patched_nova(self):
         def _rebuild_default_impl(self, context, instance,
