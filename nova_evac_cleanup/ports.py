@@ -14,16 +14,9 @@
 
 """A failed evacuation's ports: where neutron has them, and binding them.
 
-Before it spawns, nova's evacuation binds the server's ports to the
-destination; nothing binds them back when it fails. A port is home when
-neutron says it is bound to the server's host with a working vif type
-(:func:`home`: not ``binding_failed`` or ``unbound``, as nova's
-``_require_nw_info_update`` reads it). The source binds the others to
-itself (:func:`bind`, for :mod:`~nova_evac_cleanup.giveback`), each only at
-the revision it read: neutron refuses the update (412) if a newer
-operation changed the port since. The destination never binds them (a
-dead source's agent refuses the binding): it logs the commands
-(:func:`report_away`).
+The source binds them back (:func:`bind`, for
+:mod:`~nova_evac_cleanup.giveback`); the destination only logs the
+commands (:func:`report_away`): a dead source's agent refuses a binding.
 """
 
 import json
@@ -56,22 +49,22 @@ class NoProvider(exception.NovaException):
 
 
 def home(port, host):
-    """Whether neutron says ``port`` is bound to ``host`` and works there."""
+    """Whether neutron says ``port`` is bound to ``host`` and works there.
+
+    As nova's ``_require_nw_info_update`` reads it.
+    """
     return (port.get('binding:host_id') == host and
             port.get('binding:vif_type') not in REFUSED)
 
 
 def away(client, instance):
-    """The ports of ``instance`` not home on its host, as neutron has them.
-
-    With their revision (``revision_number``) and binding.
-    """
+    """The ports of ``instance`` not home on its host, as neutron has them."""
     return [port for port in client.list_ports(
         device_id=instance.uuid)['ports'] if not home(port, instance.host)]
 
 
 def bind(manager, context, instance, client, ports):
-    """Bind each port to this host at the revision read. Never raises.
+    """Bind each port here, at the revision read; never raises.
 
     :returns: the error of each port not bound, by port id
     """
@@ -101,10 +94,7 @@ def bind(manager, context, instance, client, ports):
 def binding(manager, context, instance, client, port, mappings):
     """What nova's ``_update_port_binding_for_instance`` sets, for here.
 
-    As for an unshelve (no migration): ``binding:host_id`` this host, the
-    pre-migration status dropped, an SR-IOV port's PCI device the one the
-    instance has here, a resource request's allocation the providers of
-    the server's allocation in this host's tree (either format).
+    As for an unshelve (no migration).
     """
     api = manager.network_api
     profile = dict(port.get('binding:profile') or {})
@@ -130,10 +120,8 @@ def binding(manager, context, instance, client, port, mappings):
 def provider_mappings(manager, context, instance, host):
     """nova's request group mapping of the server's ports on ``host``.
 
-    From its allocation in the provider tree of its node there, as nova's
-    ``_fill_provider_mapping_based_on_allocs``; None without a port with
-    a resource request. Raises when nothing there fits (no allocation: a
-    source that came back first removed it).
+    From its allocation in its node's provider tree there; None without a
+    port with a resource request; raises when nothing there fits.
     """
     groups, _params = manager.network_api.get_requested_resource_for_instance(
         context, instance.uuid)
@@ -185,11 +173,7 @@ def report(manager, context, instance, ports, why):
 
 
 def report_away(manager, context, instance, why):
-    """The destination's report: the commands per port not home.
-
-    ``instance.host`` is the evacuation's source once it failed, which
-    binds them itself once its nova-compute runs. Never raises.
-    """
+    """The destination's report: the commands per port not home."""
     try:
         report(manager, context, instance, away(
             neutron.get_client(context, admin=True), instance), why)
