@@ -14,13 +14,10 @@
 
 """One actor per host: nova-compute or ``audit --delete``, never both.
 
-A service the database shows down may still run the very evacuation the
-audit would end. So nova-compute holds this host's lock for as long as it
-lives (and journals evacuations only while it does), and ``audit
---delete`` refuses to act while it is held. It is ``flock(2)`` on
-``[oslo_concurrency] lock_path``/``nova-evac-cleanup-<host>``: the kernel
-drops it with its process, however it died, and two holders in one
-process exclude each other too (a lock of an open file description).
+A service the database shows down may still run the evacuation the audit
+would end. ``flock(2)`` on ``[oslo_concurrency] lock_path``: the kernel
+drops it with its process, however it died, and two holders in one process
+exclude each other too (a lock of an open file description).
 """
 
 import fcntl
@@ -48,12 +45,10 @@ _UNAVAILABLE = 'cannot take the evacuation-cleanup lock of %s (%s): %s'
 
 
 def acquire(host, timeout=0):
-    """Take the lock of ``host``.
+    """Take the lock of ``host``, waiting ``timeout`` seconds at most.
 
-    :param timeout: seconds to wait for another holder to release it
     :returns: the lock (its open file), for :func:`release`
-    :raises HostLockHeld: held by another holder after ``timeout``, or it
-        cannot be taken (no ``lock_path``, not writable)
+    :raises HostLockHeld: held, or not to be had (no ``lock_path``...)
     """
     directory = lockutils.get_lock_path(CONF)
     if not directory:

@@ -14,20 +14,15 @@
 
 """What an operator runs by hand to end what an evacuation left on a host.
 
-The runbook operators follow today (reset the server's state, ``virsh
-destroy`` and ``undefine``, ``rm -rf`` of the instance directory, the
-placement allocation, ``heal_allocations``), in one place: the start-up
-sweep and ``nova-evac-cleanup audit`` give these steps for what they do
-not touch, and the reproduction (``tox -e reproduce``) and the deployment
-tier list them as the manual steps stock nova still needs. It imports no
-nova: reports use it in processes that never do.
+The runbook's steps in one place, for the sweep, the audit, the
+reproduction and the deployment tier. It imports no nova: reports use it
+in processes that never do.
 """
 
 import collections
 
-#: One step: ``what`` names it in a few words (a report's table cell),
-#: ``command`` is what to run, ``host`` where to run it (None: wherever the
-#: cloud's admin credentials are).
+#: ``what``: a few words (a report's table cell); ``host``: where to run
+#: ``command`` (None: wherever the cloud's admin credentials are).
 Step = collections.namedtuple('Step', ['what', 'command', 'host'])
 
 
@@ -40,21 +35,16 @@ def text(step):
 def heal_allocations(instance_uuid):
     """Give the instance back the allocation it lost.
 
-    Only nova-manage knows every resource an instance consumes (ports'
-    resource requests, PCI devices); it needs the API database.
+    Only nova-manage knows every resource an instance consumes.
     """
     return Step('heal_allocations', 'nova-manage placement heal_allocations '
                 '--instance %s' % instance_uuid, None)
 
 
 def refresh_volumes(host, instance_uuid, volume_ids):
-    """Connect a server's volumes on ``host``, its host, by hand.
+    """The commands that connect a server's volumes on ``host``, its host.
 
-    ``nova-manage volume_attachment refresh`` wants the server stopped and
-    this host's connector; it also disconnects, on the server's host, what
-    the mapping's connection info names.
-
-    :returns: the commands, in order
+    ``nova-manage volume_attachment refresh`` wants the server stopped.
     """
     return (['once nova-compute runs on %s: openstack server set --state '
              'active %s' % (host, instance_uuid),
@@ -77,19 +67,13 @@ def cleanup_steps(host, instance_uuid, domain, task_stuck=False,
                   providers=(), heal=False):
     """The steps, in order, that end what an evacuation left on ``host``.
 
-    :param domain: the instance's libvirt domain name
     :param task_stuck: the server is still in a rebuild task state
-    :param guest: the guest on ``host``: None, ``'running'`` or
-        ``'defined'``
-    :param instance_dir: the instance directory on ``host``, when it holds
-        files that are to go; None when there is none or when it is on
-        storage shared with the instance's host (it holds its disks then)
-    :param shared_with: the host the instance is recorded on, when whether
-        ``instance_dir`` is on storage shared with it is not known: the
-        command then says to check first, since it may hold the only copy
-        of the disks
-    :param providers: the uuids of ``host``'s resource providers that hold
-        an allocation of the instance
+    :param guest: on ``host``: None, ``'running'`` or ``'defined'``
+    :param instance_dir: on ``host``, whose files are to go (never one on
+        storage shared with the instance's host)
+    :param shared_with: the instance's host, when whether ``instance_dir``
+        is shared with it is not known (it may hold the only disks)
+    :param providers: ``host``'s providers with an allocation of it
     :param heal: the instance has no allocation against its host
     :returns: a list of :class:`Step`; empty when nothing is left
     """
