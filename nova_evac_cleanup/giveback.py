@@ -24,9 +24,9 @@ from nova.network import neutron
 from nova import objects
 from oslo_log import log as logging
 
-from nova_evac_cleanup import attachments
 from nova_evac_cleanup import ports as port_bindings
 from nova_evac_cleanup import runbook
+from nova_evac_cleanup import volumes as attachments
 
 LOG = logging.getLogger(__name__)
 

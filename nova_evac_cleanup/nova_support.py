@@ -183,7 +183,3 @@ def nova_has_the_fix():
     method = getattr(_MANAGER, '_rebuild_default_impl', None)
     return method is not None and (
         'on_shared_storage' in inspect.signature(method).parameters)
-
-
-#: ownership.py's name for it.
-vtpm_hazard = releases.vtpm_hazard

@@ -351,15 +351,15 @@ class TestNovaSupport(test.NoDBTestCase):
         instance.flavor.extra_specs = {}
         with mock.patch('nova.version.version_string',
                         return_value='32.1.0'):
-            self.assertIsNone(nova_support.vtpm_hazard(instance))
+            self.assertIsNone(releases.vtpm_hazard(instance))
             instance.system_metadata['image_hw_tpm_version'] = '2.0'
-            self.assertIn('bug 2125030', nova_support.vtpm_hazard(instance))
+            self.assertIn('bug 2125030', releases.vtpm_hazard(instance))
             del instance.system_metadata['image_hw_tpm_version']
             instance.system_metadata['vtpm_secret_uuid'] = 'a-secret'
-            self.assertIn('vTPM', nova_support.vtpm_hazard(instance))
+            self.assertIn('vTPM', releases.vtpm_hazard(instance))
         with mock.patch('nova.version.version_string',
                         return_value='32.2.0'):
-            self.assertIsNone(nova_support.vtpm_hazard(instance))
+            self.assertIsNone(releases.vtpm_hazard(instance))
 
     def test_one_place_states_the_range(self):
         """The range is requirements.txt's, as the package declares it."""
