@@ -1,16 +1,4 @@
-# Copyright 2026 nova-evac-cleanup developers
-#
-#    Licensed under the Apache License, Version 2.0 (the "License"); you may
-#    not use this file except in compliance with the License. You may obtain
-#    a copy of the License at
-#
-#         http://www.apache.org/licenses/LICENSE-2.0
-#
-#    Unless required by applicable law or agreed to in writing, software
-#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
-#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
-#    License for the specific language governing permissions and limitations
-#    under the License.
+# SPDX-License-Identifier: Apache-2.0
 
 """The record: what this host knows, on its own disk, of its evacuations.
 
@@ -24,6 +12,7 @@ are fsynced. Entries of earlier versions are read too (their disks, proven
 by a marker then, are kept).
 """
 
+import contextlib
 import json
 import os
 
@@ -153,10 +142,8 @@ def write(entry, durable=False):
 
 def remove(entry):
     """Forget ``entry`` (not fsynced: the next start forgets it again)."""
-    try:
+    with contextlib.suppress(FileNotFoundError):
         os.unlink(_path(entry))
-    except FileNotFoundError:
-        pass
 
 
 #: Filesystem types that may be mounted on several hosts at once.
