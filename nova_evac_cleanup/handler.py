@@ -143,16 +143,26 @@ def _ended_by_nova(evacuation, instance):
 
     nova's rebuild code raised the evacuation's own error once this host
     had destroyed the guest and released the volumes: its handler failed
-    the migration, removed the allocation, dropped the claim and recorded
-    the fault, or another error would have come out of it. Its decorators
-    then saved the server in ERROR, and its task state last (a failure of
-    that save is only logged): what they saved of ``instance`` is no
-    change of it any more. ``finish_evacuation`` has no such handler.
+    the migration, dropped the claim and recorded the fault, or another
+    error would have come out of it. Its decorators then saved the server
+    in ERROR, and its task state last (a failure of that save is only
+    logged): what they saved of ``instance`` is no change of it any more.
+    Its removal of the allocation only logs a failure too: placement is
+    asked, against the nodes nova removed it from. ``finish_evacuation``
+    has no such handler.
     """
-    if evacuation.in_finish or not {'destroy', 'volumes'} <= set(
+    manager = evacuation.manager
+    # nova's own nodes of this host; none known: the rule reads them.
+    nodes = {node.uuid for node in getattr(
+        manager.rt, 'compute_nodes', {}).values()}
+    if evacuation.in_finish or not nodes or not {'destroy', 'volumes'} <= set(
             evacuation.entry.done):
         return False
-    return (instance.task_state is None and
-            instance.vm_state == vm_states.ERROR and
-            not {'task_state', 'vm_state'} & instance.obj_what_changed() and
-            instance.host != evacuation.entry.host)
+    if (instance.task_state is not None or
+            instance.vm_state != vm_states.ERROR or
+            {'task_state', 'vm_state'} & instance.obj_what_changed() or
+            instance.host == evacuation.entry.host):
+        return False
+    allocations = manager.reportclient.get_allocs_for_consumer(
+        evacuation.context, instance.uuid).get('allocations') or {}
+    return not nodes & set(allocations)

@@ -829,6 +829,12 @@ class TestSuccessCost(RebuildTestCase):
 class TestFailureCost(RebuildTestCase):
     """What ending a failed evacuation reads once nova's handler ran."""
 
+    def setUp(self):
+        super().setUp()
+        # The node nova's handler removed the allocation against.
+        self.compute.rt.compute_nodes['node'] = objects.ComputeNode(
+            uuid=uuids.node, host=self.compute.host)
+
     def test_nova_ended_it_nothing_read_again(self):
         """Issue 41: nova's handler raised the spawn's own error.
 
@@ -845,10 +851,28 @@ class TestFailureCost(RebuildTestCase):
 
         self.mock_destroy.assert_called_once()
         self.mock_unwind.assert_called_once()
-        self.compute.reportclient.get_allocs_for_consumer.assert_not_called()
+        # Placement once: nova's removal of the allocation only logs a
+        # failure. The server and the rest of the state not at all.
+        self.compute.reportclient.get_allocs_for_consumer.\
+            assert_called_once_with(mock.ANY, self.instance.uuid)
         self.mock_get.assert_not_called()
+        self.mock_nodes.assert_not_called()
         self.assertEqual(1, self.mock_migrations.call_count)
         self.assertEqual([], journal.entries(self.compute.host))
+
+    def test_an_allocation_nova_could_not_remove_is_removed(self):
+        """nova's handler logs a failed removal and raises the spawn's."""
+        self._fail_spawn()
+        self.compute.reportclient.get_allocs_for_consumer.return_value = {
+            'allocations': {uuids.node: {'resources': {'VCPU': 1}}}}
+        self.mock_nodes.return_value = [mock.Mock(uuid=uuids.node)]
+
+        with self._saves_as_nova():
+            self.assertRaises(SpawnFailed, self._rebuild)
+
+        self.compute.reportclient.\
+            remove_provider_tree_from_instance_allocation.\
+            assert_called_once_with(mock.ANY, self.instance.uuid, uuids.node)
 
     def test_without_volumes_no_move_is_read(self):
         """Spawn was given no volume: none to release, no move to read."""
