@@ -13,6 +13,7 @@ from nova import objects
 from oslo_log import log as logging
 
 from nova_evac_cleanup import ports as port_bindings
+from nova_evac_cleanup import records
 from nova_evac_cleanup import runbook
 from nova_evac_cleanup import volumes as attachments
 
@@ -80,12 +81,10 @@ def evacuation(context, host, instance):
     """Its newest migration if an ended evacuation from here, else None."""
     if instance.host != host or instance.task_state is not None:
         return None
-    newest = objects.MigrationList.get_by_filters(
-        context, {'instance_uuid': instance.uuid},
-        sort_keys=['created_at', 'id'], sort_dirs=['desc', 'desc'], limit=1)
-    if newest and newest[0].migration_type == 'evacuation' and (
-            newest[0].status in ENDED and newest[0].source_compute == host):
-        return newest[0]
+    newest = records.newest_move(context, instance.uuid)
+    if newest and newest.migration_type == 'evacuation' and (
+            newest.status in ENDED and newest.source_compute == host):
+        return newest
     return None
 
 
