@@ -42,6 +42,8 @@ class Evacuation(object):
         #: whether it failed in finish_evacuation, where no handler of
         #: nova's ends it
         self.in_finish = False
+        #: the providers nova removed its allocation from, as it did
+        self.removed = set()
 
     def journal(self, durable=False):
         """Write the entry; on failure go on with it in memory only.
@@ -79,7 +81,7 @@ class Evacuation(object):
         """The driver's spawn: journal the directory it makes, then run it."""
         if self.spawn is not None:
             return real(*args, **kwargs)
-        call = nova_support.spawn_arguments(args, kwargs)
+        call = nova_support.named('spawn', args, kwargs)
         self.network_info = call.get('network_info')
         self.block_device_info = call.get('block_device_info')
         self.entry.shared = self.shared
@@ -100,6 +102,15 @@ class Evacuation(object):
         if self.spawn is None:
             self.shared = answer
         return answer
+
+    def removing(self, real, *args, **kwargs):
+        """nova's removal of its allocation, whose failure it only logs."""
+        removed = real(*args, **kwargs)
+        if removed is True:
+            self.removed.add(nova_support.named(
+                'remove_provider_tree_from_instance_allocation', args,
+                kwargs)['root_rp_uuid'])
+        return removed
 
     def detaching(self, bdm):
         """The source's attachment, journaled before nova deletes it."""
@@ -132,3 +143,14 @@ class Evacuation(object):
             LOG.exception('Could not remove the journal entries of %s, '
                           'which lives on %s now', instance.uuid,
                           entry.host, instance=instance)
+
+
+#: nova's calls an evacuation watches: the cost of a nova that changed
+#: them (:mod:`~nova_evac_cleanup.nova_support`), whose (an attribute of
+#: the compute manager), which, and the hook.
+WATCHED = (
+    (nova_support.HOOK, 'driver', 'spawn', Evacuation.spawned),
+    (nova_support.HOOK, 'driver', 'instance_on_disk', Evacuation.on_disk),
+    (nova_support.FINISH, 'rt', 'finish_evacuation', Evacuation.finishing),
+    (nova_support.SEEN, 'rt.reportclient',
+     'remove_provider_tree_from_instance_allocation', Evacuation.removing))

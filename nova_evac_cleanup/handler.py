@@ -147,22 +147,17 @@ def _ended_by_nova(evacuation, instance):
     error would have come out of it. Its decorators then saved the server
     in ERROR, and its task state last (a failure of that save is only
     logged): what they saved of ``instance`` is no change of it any more.
-    Its removal of the allocation only logs a failure too: placement is
-    asked, against the nodes nova removed it from. ``finish_evacuation``
-    has no such handler.
+    Its removal of the allocation only logs a failure too: its answer was
+    seen (:meth:`~nova_evac_cleanup.evacuation.Evacuation.removing`) for
+    each of this host's nodes. ``finish_evacuation`` has no such handler.
     """
-    manager = evacuation.manager
     # nova's own nodes of this host; none known: the rule reads them.
     nodes = {node.uuid for node in getattr(
-        manager.rt, 'compute_nodes', {}).values()}
-    if evacuation.in_finish or not nodes or not {'destroy', 'volumes'} <= set(
-            evacuation.entry.done):
-        return False
-    if (instance.task_state is not None or
-            instance.vm_state != vm_states.ERROR or
-            {'task_state', 'vm_state'} & instance.obj_what_changed() or
-            instance.host == evacuation.entry.host):
-        return False
-    allocations = manager.reportclient.get_allocs_for_consumer(
-        evacuation.context, instance.uuid).get('allocations') or {}
-    return not nodes & set(allocations)
+        evacuation.manager.rt, 'compute_nodes', {}).values()}
+    return bool(
+        nodes and nodes <= evacuation.removed and not evacuation.in_finish and
+        {'destroy', 'volumes'} <= set(evacuation.entry.done) and
+        instance.task_state is None and
+        instance.vm_state == vm_states.ERROR and
+        not {'task_state', 'vm_state'} & instance.obj_what_changed() and
+        instance.host != evacuation.entry.host)

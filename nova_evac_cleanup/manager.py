@@ -10,6 +10,8 @@ and the answers it acts on are the cleanup's. The running evacuation is
 """
 
 import functools
+import operator
+import types
 
 from nova.compute import manager as nova_manager
 from nova import context as nova_context
@@ -47,11 +49,11 @@ class EvacuateCleanupMixin(object):
         self._evacuations = {}
         self._host_lock = None
         self._given_back = giveback.Tries()
-        self._cleanup_runs, self._watch_finish = nova_support.check(
-            self.host)
+        #: what holds on this nova, by cost (:mod:`nova_support`)
+        self._runs = nova_support.check(self.host)
 
     def _cleanup_enabled(self):
-        return self._cleanup_runs and CONF.evacuate_cleanup.enabled
+        return self._runs[nova_support.HOOK] and CONF.evacuate_cleanup.enabled
 
     def init_host(self, *args, **kwargs):
         """Start like nova, between the give-back and the sweep.
@@ -61,7 +63,7 @@ class EvacuateCleanupMixin(object):
         those to here that this host's death cut are ended after, before
         it accepts requests. Nothing here stops the service from starting.
         """
-        if not self._cleanup_runs:
+        if not self._runs[nova_support.HOOK]:
             return super().init_host(*args, **kwargs)
         self._take_lock(host_lock.START_TIMEOUT)
         context = nova_context.get_admin_context()
@@ -106,9 +108,10 @@ class EvacuateCleanupMixin(object):
 
         @functools.wraps(getattr(owner, name))
         def watched(*args, **kwargs):
-            real = own or getattr(type(owner), name).__get__(owner)
+            real = own or types.MethodType(getattr(type(owner), name), owner)
+            call = nova_support.named(name, args, kwargs)
             evacuation = self._evacuations.get(getattr(
-                _instance(name, args, kwargs), 'uuid', None))
+                call.get('instance'), 'uuid', call.get('consumer_uuid')))
             if evacuation is None:
                 return real(*args, **kwargs)
             return hook(evacuation, real, *args, **kwargs)
@@ -133,12 +136,9 @@ class EvacuateCleanupMixin(object):
             journal.Entry(self.host, instance.uuid, migration.uuid),
             lambda: self._take_lock(0))
         self._evacuations[instance.uuid] = evacuation
-        self._watch(self.driver, 'spawn', evacuations.Evacuation.spawned)
-        self._watch(self.driver, 'instance_on_disk',
-                    evacuations.Evacuation.on_disk)
-        if self._watch_finish:
-            self._watch(self.rt, 'finish_evacuation',
-                        evacuations.Evacuation.finishing)
+        for cost, owner, name, hook in evacuations.WATCHED:
+            if self._runs[cost]:
+                self._watch(operator.attrgetter(owner)(self), name, hook)
         try:
             evacuation.journal()
             result = super().rebuild_instance(context, instance, *args,
@@ -191,10 +191,3 @@ class ComputeManager(EvacuateCleanupMixin, nova_manager.ComputeManager):
         """Give back here what failed evacuations from here left elsewhere."""
         if self._cleanup_enabled():
             giveback.give_back_all(self, context, self._given_back)
-
-
-def _instance(name, args, kwargs):
-    """The instance a watched call of nova's is for."""
-    if name == 'spawn':
-        return nova_support.spawn_arguments(args, kwargs).get('instance')
-    return args[0] if args else kwargs.get('instance')

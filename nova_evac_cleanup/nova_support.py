@@ -15,6 +15,7 @@ from nova.compute import manager as nova_manager
 from nova.compute import resource_tracker
 from nova.network import neutron
 from nova import safe_utils
+from nova.scheduler.client import report
 from nova.virt import driver as virt_driver
 from oslo_log import log as logging
 
@@ -23,13 +24,15 @@ from nova_evac_cleanup import releases
 LOG = logging.getLogger(__name__)
 
 #: What a nova that changed a name costs.
-HOOK, FINISH, HELPER = 'hook', 'finish', 'helper'
+HOOK, FINISH, SEEN, HELPER = 'hook', 'finish', 'seen', 'helper'
 _COSTS = {
     HOOK: 'nova-evac-cleanup cannot trust its hooks on this nova: running '
           'as nova\'s own compute manager, no cleanup of failed evacuations, '
           'no start-up sweep',
     FINISH: 'an evacuation that fails in it is ended by nova alone; the '
             'cleanup of a failed spawn still runs',
+    SEEN: 'a failed evacuation nova\'s handler ended is read again to be '
+          'sure; the cleanup of a failed spawn still runs',
     HELPER: 'what needs them (the volume connections of a failed '
             'evacuation, the source\'s give-back of its volumes and ports) '
             'logs the commands to run by hand; the cleanup of a failed spawn '
@@ -61,6 +64,10 @@ NAMES = {
     (_DRIVER, 'instance_on_disk'): (HOOK, 'self instance'),
     (resource_tracker.ResourceTracker, 'finish_evacuation'): (
         FINISH, 'self instance node migration'),
+    # Whether nova's handler removed the allocation: it only logs a failure.
+    (report.SchedulerReportClient,
+     'remove_provider_tree_from_instance_allocation'): (
+        SEEN, 'self context consumer_uuid root_rp_uuid'),
     # The volume connections of a failed evacuation, and of the give-back.
     (_MANAGER, '_terminate_volume_connections'): (
         HELPER, 'self context instance bdms'),
@@ -118,23 +125,23 @@ def problems(cost):
 def check(host):
     """Log one ERROR per degraded mode.
 
-    :returns: whether the cleanup runs, whether ``finish_evacuation`` is
-        watched
+    :returns: the costs that hold on this nova: :data:`HOOK` (the cleanup
+        runs), then :data:`FINISH` and :data:`SEEN` (watched), by cost
     """
     changed.cache_clear()
     runs = {}
-    for cost in (HOOK, FINISH, HELPER):
+    for cost in (HOOK, FINISH, SEEN, HELPER):
         found = problems(cost)
         if found and (cost == HOOK or runs[HOOK]):
             LOG.error('nova-evac-cleanup on %s: %s. %s.', host,
                       '; '.join(found), _COSTS[cost])
-        runs[cost] = not found
+        runs[cost] = runs.get(HOOK, True) and not found
     problem = runs[HOOK] and releases.release_problem()
     if problem:
         LOG.error('nova-evac-cleanup on %s: %s: it runs as on those '
                   'releases; the cleanup of a failed spawn still runs.',
                   host, problem)
-    return runs[HOOK], runs[HOOK] and runs[FINISH]
+    return runs
 
 
 def helper(obj, name):
@@ -150,20 +157,9 @@ def helper(obj, name):
 
 def named(method, args, kwargs):
     """The arguments of a call of nova's ``method`` (checked), by name."""
-    return dict(zip(NAMES[(_MANAGER, method)][1].split()[1:], args),
-                **kwargs)
-
-
-def spawn_arguments(args, kwargs):
-    """The arguments of a call of a driver's ``spawn``, by name; or {}.
-
-    Bound to nova's base driver's: a driver may take ``*args, **kwargs``.
-    """
-    try:
-        return inspect.signature(_DRIVER.spawn).bind(
-            None, *args, **kwargs).arguments
-    except TypeError:
-        return {}
+    params = next(expected for (_owner, name), (_cost, expected)
+                  in NAMES.items() if name == method)
+    return dict(zip(params.split()[1:], args), **kwargs)
 
 
 def nova_has_the_fix():

@@ -10,6 +10,7 @@ tests.
 
 import datetime
 import errno
+import functools
 from importlib import metadata
 import os
 import threading
@@ -27,6 +28,7 @@ import nova.conf
 from nova import context as nova_context
 from nova import exception
 from nova import objects
+from nova.scheduler.client import report
 from nova import test
 from nova.tests import fixtures as nova_fixtures
 from nova.tests.unit import fake_instance
@@ -831,9 +833,20 @@ class TestFailureCost(RebuildTestCase):
 
     def setUp(self):
         super().setUp()
-        # The node nova's handler removed the allocation against.
+        # The node nova's handler removes the allocation against, through
+        # its own resource tracker and report client.
         self.compute.rt.compute_nodes['node'] = objects.ComputeNode(
             uuid=uuids.node, host=self.compute.host)
+        self.mock_deallocate.side_effect = functools.partial(
+            resource_tracker.ResourceTracker.
+            delete_allocation_for_evacuated_instance, self.compute.rt)
+        # On the class, as nova's own method; given, not autospecced:
+        # oslotest's autospec takes the client for an argument too many.
+        self.mock_remove = mock.Mock(return_value=True)
+        self.useFixture(test.fixtures.MockPatchObject(
+            report.SchedulerReportClient,
+            'remove_provider_tree_from_instance_allocation',
+            self.mock_remove))
 
     def test_nova_ended_it_nothing_read_again(self):
         """Issue 41: nova's handler raised the spawn's own error.
@@ -851,10 +864,13 @@ class TestFailureCost(RebuildTestCase):
 
         self.mock_destroy.assert_called_once()
         self.mock_unwind.assert_called_once()
-        # Placement once: nova's removal of the allocation only logs a
-        # failure. The server and the rest of the state not at all.
-        self.compute.reportclient.get_allocs_for_consumer.\
-            assert_called_once_with(mock.ANY, self.instance.uuid)
+        # nova's removal of the allocation only logs a failure: its answer
+        # is seen as it is made. Placement, the server and the rest of the
+        # state are not read again.
+        self.mock_remove.assert_called_once_with(
+            self.compute.rt.reportclient, mock.ANY, self.instance.uuid,
+            uuids.node)
+        self.compute.reportclient.get_allocs_for_consumer.assert_not_called()
         self.mock_get.assert_not_called()
         self.mock_nodes.assert_not_called()
         self.assertEqual(1, self.mock_migrations.call_count)
@@ -863,6 +879,7 @@ class TestFailureCost(RebuildTestCase):
     def test_an_allocation_nova_could_not_remove_is_removed(self):
         """nova's handler logs a failed removal and raises the spawn's."""
         self._fail_spawn()
+        self.mock_remove.return_value = False
         self.compute.reportclient.get_allocs_for_consumer.return_value = {
             'allocations': {uuids.node: {'resources': {'VCPU': 1}}}}
         self.mock_nodes.return_value = [mock.Mock(uuid=uuids.node)]
@@ -948,7 +965,7 @@ class TestOverriddenSignatures(test.NoDBTestCase):
         # The line the operator guide tells to look for after an upgrade.
         self.assertIn('nova-evac-cleanup cannot trust its hooks on this nova',
                       message)
-        self.assertFalse(compute._cleanup_runs)
+        self.assertFalse(compute._runs[nova_support.HOOK])
         with mock.patch.object(nova_manager.ComputeManager,
                                'init_host') as init_host, \
                 mock.patch('nova_evac_cleanup.sweep.sweep') as sweep, \
@@ -1465,8 +1482,8 @@ class TestChangedNova(RebuildTestCase):
         message = log.error.call_args.args[0] % log.error.call_args.args[1:]
         self.assertIn('finish_evacuation', message)
         self.assertIn('the cleanup of a failed spawn still runs', message)
-        self.assertTrue(self.compute._cleanup_runs)
-        self.assertFalse(self.compute._watch_finish)
+        self.assertTrue(self.compute._runs[nova_support.HOOK])
+        self.assertFalse(self.compute._runs[nova_support.FINISH])
 
     def test_changed_driver_spawn(self):
         """nova's drivers' spawn lost block_device_info: nova's own."""
@@ -1479,7 +1496,7 @@ class TestChangedNova(RebuildTestCase):
         log.error.assert_called_once()
         message = log.error.call_args.args[0] % log.error.call_args.args[1:]
         self.assertIn('block_device_info', message)
-        self.assertFalse(compute._cleanup_runs)
+        self.assertFalse(compute._runs[nova_support.HOOK])
 
 
 class TestWithoutJournal(RebuildTestCase):
