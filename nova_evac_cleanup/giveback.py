@@ -132,7 +132,7 @@ def give_back(manager, context, instance, tries):
             LOG.warning('%s: %s', why, error, instance=instance)
     if count < TRIES:
         return
-    port_bindings.report(manager, context, instance, ports_left, why)
+    port_bindings.report(instance, ports_left, why)
     for bdm in volumes_left:
         LOG.warning('Volume %s of the server is not connected on %s (%s: '
                     '%s): once checked, run: %s', bdm.volume_id,
@@ -158,7 +158,7 @@ def left(manager, context):
                     port.get('binding:host_id')) for port in ports},
                 'volumes': volumes, 'commands': [
                     command for port in ports for command in
-                    port_bindings.commands(manager, context, instance, port)
-                ] + (runbook.refresh_volumes(manager.host, instance.uuid,
-                                             volumes) if volumes else [])})
+                    port_bindings.commands(manager.host, port)] + (
+                    runbook.refresh_volumes(manager.host, instance.uuid,
+                                            volumes) if volumes else [])})
     return result

@@ -7,8 +7,6 @@ The source binds them back (:func:`bind`, for
 commands (:func:`report_away`): a dead source's agent refuses a binding.
 """
 
-import json
-
 from neutronclient.common import exceptions as neutron_exceptions
 from nova import exception
 from nova.network import model as network_model
@@ -128,33 +126,31 @@ def provider_mappings(manager, context, instance, host):
     return spec.get_request_group_mapping()
 
 
-def commands(manager, context, instance, port):
-    """The commands that bind ``port`` to the server's host by hand."""
-    host = instance.host
+def commands(host, port):
+    """The commands that bind ``port`` to ``host`` by hand; reads nothing.
+
+    For a port with a resource request, the binding profile's allocation
+    names the providers of the server's allocation on ``host``, which
+    :func:`report` tells where to read.
+    """
     result = ['openstack port set --host %s %s' % (host, port['id'])]
     if port.get('resource_request'):
-        try:
-            allocation = manager.network_api.get_binding_profile_allocation(
-                context, port['id'], provider_mappings(
-                    manager, context, instance, host))
-        except Exception:
-            allocation = None
         result.insert(0, 'openstack port set --binding-profile '
-                      '\'{"allocation": %s}\' %s' % (json.dumps(
-                          allocation or 'PROVIDER_ON_%s' % host), port['id']))
+                      '\'{"allocation": "PROVIDER_ON_%s"}\' %s' % (
+                          host, port['id']))
     return result
 
 
-def report(manager, context, instance, ports, why):
+def report(instance, ports, why):
     """Log, once per port, the commands that bind it to its server's host."""
     for port in ports:
         LOG.warning('Port %s of the server is bound to %s (%s, %s): once '
                     'nova-compute and the network agent run on %s, run: '
                     '%s%s', port['id'], port.get('binding:host_id'),
                     port.get('binding:vif_type'), why, instance.host,
-                    ' && '.join(commands(manager, context, instance, port)),
-                    '; the allocation names the providers of the server\'s '
-                    'allocation on %s (openstack resource provider '
+                    ' && '.join(commands(instance.host, port)),
+                    '; PROVIDER_ON_%s: the providers of the server\'s '
+                    'allocation there (openstack resource provider '
                     'allocation show %s)' % (instance.host, instance.uuid)
                     if port.get('resource_request') else '',
                     instance=instance)
@@ -163,7 +159,7 @@ def report(manager, context, instance, ports, why):
 def report_away(manager, context, instance, why):
     """The destination's report: the commands per port not home."""
     try:
-        report(manager, context, instance, away(
+        report(instance, away(
             neutron.get_client(context, admin=True), instance), why)
     except Exception:
         LOG.exception('Could not read the ports of the failed evacuation to '

@@ -259,8 +259,6 @@ class TestGiveBack(_SourceTestCase):
 
     def test_refused_binding_tried_again_then_commands_once(self):
         self.neutron.refuse = True
-        self.manager.network_api.get_binding_profile_allocation.\
-            return_value = {uuids.group: uuids.bandwidth}
 
         for _try in range(giveback.TRIES + 2):
             giveback.give_back_all(self.manager, self.context, self.tries,
@@ -274,9 +272,11 @@ class TestGiveBack(_SourceTestCase):
         self.assertNotIn('gave back', log)
         self.assertIn('openstack port set --host %s %s' % (HOST, uuids.away),
                       log)
+        # Nothing read to print it: where to read the providers is said.
         self.assertIn('openstack port set --binding-profile \'{"allocation": '
-                      '{"%s": "%s"}}\' %s' % (uuids.group, uuids.bandwidth,
-                                              uuids.away), log)
+                      '"PROVIDER_ON_%s"}\' %s' % (HOST, uuids.away), log)
+        self.assertIn('openstack resource provider allocation show %s' %
+                      uuids.instance, log)
         self.assertNotIn('--host %s %s' % (HOST, uuids.here), log)
         self.assertEqual(1, log.count('--host %s %s' % (HOST, uuids.away)))
 
