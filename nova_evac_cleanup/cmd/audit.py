@@ -2,11 +2,9 @@
 
 """``nova-evac-cleanup audit [--delete] [--json]``, on a compute host."""
 
-import argparse
 import json
 import logging
 import sys
-import textwrap
 import traceback
 
 from oslo_config import cfg
@@ -94,27 +92,17 @@ def return_code(report):
     return FOUND
 
 
-def _add_parsers(subparsers):
-    parser = subparsers.add_parser(
-        'audit', prog='%s audit' % PROG,
-        help='Report, and with --delete clean up, what failed or '
-             'interrupted evacuations left on this host.',
-        description=textwrap.fill(DESCRIPTION, break_on_hyphens=False),
-        epilog='exit codes:\n' + '\n'.join(
-            textwrap.fill(meaning, initial_indent='  %d  ' % code,
-                          subsequent_indent='     ')
-            for code, meaning in EXIT_CODES),
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument('--delete', action='store_true',
-                        help='End the interrupted evacuations this host '
-                             'journaled, as the start-up sweep does.')
-    parser.add_argument('--json', action='store_true',
-                        help='Print the report as JSON.')
-
-
-#: A module constant: main() may run again in one process.
-_COMMAND = cfg.SubCommandOpt('command', title='Commands',
-                             handler=_add_parsers)
+#: Module constants: main() may run again in one process. Positional and
+#: flags of one parser: options may come before or after the command.
+_OPTS = [
+    cfg.StrOpt('command', positional=True, choices=['audit'],
+               help='audit: report, and with --delete clean up, what failed '
+                    'or interrupted evacuations left on this host.'),
+    cfg.BoolOpt('delete', default=False,
+                help='End the interrupted evacuations this host journaled, '
+                     'as the start-up sweep does.'),
+    cfg.BoolOpt('json', default=False, help='Print the report as JSON.'),
+]
 
 
 def _quiet_terminal():
@@ -162,15 +150,14 @@ def main(argv=None):
     evac_conf.register_opts(conf)
     log.register_options(conf)
     conf.clear()
-    conf.register_cli_opt(_COMMAND)
-    args = configuration.command_last(argv[1:], conf, 'audit', (
-        '--delete', '--json', '-h', '--help'))
+    conf.register_cli_opts(_OPTS)
+    args = argv[1:]
     # --help, --version, usage errors and the files; nova's
     # config.parse_args then parses the same arguments and sets nova up.
     try:
         conf(args, project='nova', prog=PROG,
              version=cmd.version_line(PROG),
-             usage='%(prog)s [OPTIONS] {audit} ...',
+             usage='%(prog)s [OPTIONS] audit [--delete] [--json]',
              description=DESCRIPTION,
              epilog='Exit codes: ' + '; '.join(
                  '%d %s' % code for code in EXIT_CODES) + '.')
@@ -197,6 +184,6 @@ def main(argv=None):
             # Through nova-conductor, as nova-compute.
             objects_base.NovaObject.indirection_api = (
                 conductor_rpcapi.ConductorAPI())
-        return run(delete=conf.command.delete, as_json=conf.command.json)
+        return run(delete=conf.delete, as_json=conf.json)
     except Exception as error:
         return _fail(FAILED, configuration.describe(error), debug)

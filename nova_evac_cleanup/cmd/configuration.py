@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 
-"""The audit's command line and configuration, checked without connecting.
+"""The audit's configuration, checked without connecting.
 
 Each problem is one line naming the file or the option (exit code 5),
 found before nova's driver is loaded or anything is asked of placement,
@@ -8,40 +8,6 @@ the database or nova-conductor.
 """
 
 from oslo_config import cfg
-
-#: Options any command line may have that take no value.
-_FLAGS = ('-h', '--help', '--version', '-d')
-
-
-def command_last(args, conf, command, own):
-    """``args`` with ``command`` and its ``own`` options last.
-
-    oslo.config knows its options only before the command; an operator
-    types them anywhere. Every one but a boolean takes a value
-    (``--log-file audit`` names a file).
-    """
-    i = 0
-    while i < len(args) and args[i] != '--':
-        if args[i] == command:
-            rest = args[i + 1:]
-            return (args[:i] + [a for a in rest if a not in own] +
-                    [command] + [a for a in rest if a in own])
-        if (args[i].startswith('-') and '=' not in args[i] and
-                not _is_flag(conf, args[i])):
-            i += 1
-        i += 1
-    return args
-
-
-def _is_flag(conf, token):
-    name = token.lstrip('-').replace('-', '_')
-    for candidate in (name, name[2:] if name.startswith('no') else name):
-        try:
-            if isinstance(conf[candidate], bool):
-                return True
-        except cfg.Error:
-            pass
-    return token in _FLAGS
 
 
 def error_line(error):
