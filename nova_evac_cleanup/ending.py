@@ -29,17 +29,17 @@ LOG = logging.getLogger(__name__)
 class Ending(object):
     """One evacuation to this host being ended.
 
-    :param record: writes the entry after each step; raises if it could
-        not (the sweep), or logs it (the failure handler)
+    :param record: writes the entry after each step; logs a failure (the
+        failure handler); by default raises it, the entry written durably
     :param network_info: and ``block_device_info``: what spawn was given
     :param error: the error that failed it, if this process saw it
     """
 
-    def __init__(self, manager, context, entry, record, network_info=None,
-                 block_device_info=None, error=None):
+    def __init__(self, manager, context, entry, record=None,
+                 network_info=None, block_device_info=None, error=None):
         self.manager, self.context, self.entry = manager, context, entry
         self.host = manager.host
-        self.record = record
+        self.record = record or (lambda: journal.write(entry, durable=True))
         self.network_info = network_info
         self.block_device_info = block_device_info
         self.error = error

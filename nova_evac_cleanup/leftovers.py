@@ -23,7 +23,6 @@ from oslo_log import log as logging
 from nova_evac_cleanup import guest
 from nova_evac_cleanup import journal
 from nova_evac_cleanup import ownership
-from nova_evac_cleanup import records
 from nova_evac_cleanup import runbook
 
 LOG = logging.getLogger(__name__)
@@ -53,19 +52,26 @@ def _left(driver, entry, instance):
     return present, files if entry.spawned else {}
 
 
-def end(driver, entry, instance):
+def end(driver, entry, instance, forget=False):
     """The evacuation of ``entry`` ended without the instance here.
 
     Removes its journal entry if nothing of it is left, or records it as
     kept (on shared storage, the files are the server's own and are kept
     with it). Never raises: on an error the entry stays as it is, which
     keeps everything.
+
+    :param forget: nothing of it needs a record (the rule's verdict: the
+        instance lives here, or nothing of it is): the entry goes
     :returns: whether something of it is kept
     """
     try:
-        guest_left, files = _left(driver, entry, instance)
+        guest_left, files = (None, {}) if forget else _left(
+            driver, entry, instance)
         if not (guest_left or files):
             journal.remove(entry)
+            LOG.info('Evacuation %s to %s: nothing of it needs a record here '
+                     'any more: forgotten', entry.migration_uuid, entry.host,
+                     instance_uuid=entry.instance_uuid)
             return False
         entry.phase = journal.KEPT
         journal.write(entry)
@@ -86,24 +92,6 @@ def end(driver, entry, instance):
                     entry.migration_uuid, entry.host, entry.host,
                     instance_uuid=entry.instance_uuid)
     return True
-
-
-def forget(context, entry, state):
-    """Remove the journal entry of an evacuation that needs no record.
-
-    Nothing of it is left here, or the instance lives here: what nova's
-    ``finish_evacuation`` left is done (this host may have died in it).
-
-    :raises OSError: if the entry could not be removed
-    """
-    instance = state.instance
-    lives_here = instance is not None and instance.host == entry.host
-    if lives_here:
-        records.finish(context, instance, state.migration)
-    journal.remove(entry)
-    LOG.info('Evacuation %s to %s: nothing of it needs a record here any '
-             'more: forgotten', entry.migration_uuid, entry.host,
-             instance_uuid=entry.instance_uuid)
 
 
 def commands(entry, instance, guest_left, files):

@@ -87,20 +87,25 @@ def settle(manager, context, entry, host_nodes, act=True, ending=None):
     decision, state = finding.verdict.decision, finding.state
     if not act or decision == rule.KEEP:
         _log(finding, act)
-    elif decision == rule.FORGET:
-        leftovers.forget(context, entry, state)
-    else:
-        ending = ending or endings.Ending(
-            manager, context, entry,
-            lambda: journal.write(entry, durable=True))
+        return finding
+    instance = state.instance
+    if decision == rule.FORGET and getattr(instance, 'host', None) == (
+            entry.host):
+        # What nova's finish_evacuation left (this host may have died in
+        # it) is done.
+        records.finish(context, instance, state.migration)
+    elif decision == rule.END:
+        ending = ending or endings.Ending(manager, context, entry)
         try:
             finding.ended = ending.end(state)
         finally:
             finding.done, finding.errors = ending.done, ending.errors
-        if finding.ended:
-            leftovers.end(manager.driver, entry, state.instance)
-            ports.report_away(manager, context, state.instance,
-                              'evacuation to %s ended' % manager.host)
+        if not finding.ended:
+            return finding
+        ports.report_away(manager, context, instance,
+                          'evacuation to %s ended' % manager.host)
+    leftovers.end(manager.driver, entry, instance,
+                  forget=decision == rule.FORGET)
     return finding
 
 
