@@ -13,8 +13,10 @@ by a marker then, are kept).
 """
 
 import contextlib
+import dataclasses
 import json
 import os
+import typing
 
 from oslo_config import cfg
 from oslo_log import log as logging
@@ -28,59 +30,56 @@ PHASES = BEGUN, ENDING, RELEASING, KEPT = (
     'begun', 'ending', 'releasing', 'kept')
 
 
+@dataclasses.dataclass
 class Entry(object):
     """One evacuation to this host, as its compute recorded it."""
 
-    FIELDS = ('host', 'instance_uuid', 'migration_uuid', 'spawned', 'shared',
-              'claim', 'fsid', 'detached', 'error', 'phase', 'held_from',
-              'done')
+    host: str
+    instance_uuid: str
+    migration_uuid: str
+    #: whether it got as far as spawning: before, nothing here is its own
+    spawned: bool = False
+    #: nova's answer to "shared?": True, False or None (not known)
+    shared: typing.Optional[bool] = None
+    #: the instance directory, absent before spawn, that spawn makes
+    claim: typing.Optional[str] = None
+    #: the id of the filesystem it was absent from
+    fsid: typing.Optional[int] = None
+    #: the source's attachment of each volume nova began to replace
+    detached: dict = dataclasses.field(default_factory=dict)
+    #: the error that failed it, as this host first saw it
+    error: typing.Optional[str] = None
+    #: how far its end got: begun, ending, releasing (the server held;
+    #: done lists the steps), kept (it left what the cleanup keeps)
+    phase: str = BEGUN
+    #: the task state the ending found the server in, before its hold
+    held_from: typing.Optional[str] = None
+    #: the steps of the ending done
+    done: list = dataclasses.field(default_factory=list)
 
-    def __init__(self, host, instance_uuid, migration_uuid, spawned=False,
-                 shared=None, claim=None, fsid=None, detached=None,
-                 error=None, phase=BEGUN, held_from=None, done=None):
-        self.host = host
-        self.instance_uuid = instance_uuid
-        self.migration_uuid = migration_uuid
-        #: whether it got as far as spawning: before, nothing here is its own
-        self.spawned = spawned
-        #: nova's answer to "shared?": True, False or None (not known)
-        self.shared = shared
-        #: the instance directory, absent before spawn, that spawn makes
-        self.claim = claim
-        #: the id of the filesystem it was absent from
-        self.fsid = fsid
-        #: the source's attachment of each volume nova began to replace
-        self.detached = detached or {}
-        #: the error that failed it, as this host first saw it
-        self.error = error
-        #: how far its end got: begun, ending, releasing (the server held;
-        #: done lists the steps), kept (it left what the cleanup keeps)
-        self.phase = phase
-        #: the task state the ending found the server in, before its hold
-        self.held_from = held_from
-        #: the steps of the ending done
-        self.done = done or []
+    def __post_init__(self):
+        # Entries of earlier versions may hold null for either.
+        self.detached, self.done = self.detached or {}, self.done or []
 
     def made(self, volume_id, attachment_id):
         """Whether the attachment is the evacuation's, not the source's."""
         return self.detached.get(volume_id, attachment_id) != attachment_id
 
     def as_dict(self):
-        return {name: getattr(self, name) for name in self.FIELDS}
+        return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, data):
         """An entry of this version or an earlier one; or ValueError."""
         if not isinstance(data, dict):
             raise ValueError('not a JSON object')
-        missing = [name for name in cls.FIELDS[:3]
+        missing = [name for name in FIELDS[:3]
                    if not isinstance(data.get(name), str)]
         if missing:
             raise ValueError('no %s' % ', '.join(missing))
         if 'shared_storage' in data:
             data = _upgraded(data)
-        entry = cls(**{name: data[name] for name in cls.FIELDS
-                       if name in data})
+        entry = cls(**{name: data[name] for name in FIELDS if name in data})
         if not (isinstance(entry.detached, dict) and
                 isinstance(entry.done, list) and
                 isinstance(entry.claim, (str, type(None))) and
@@ -88,8 +87,8 @@ class Entry(object):
             raise ValueError('detached, done, claim or phase mistyped')
         return entry
 
-    def __repr__(self):
-        return 'Entry(%r)' % self.as_dict()
+
+FIELDS = tuple(field.name for field in dataclasses.fields(Entry))
 
 
 def _upgraded(old):
