@@ -143,7 +143,11 @@ def _selected():
     return [Cell.parse(text) for text in wanted.split(',')]
 
 
-def _write_results():
+def _write_results(announce=True):
+    """Write the cells run so far; after each cell, and at exit.
+
+    A run killed between cells (a CI timeout) keeps what it had.
+    """
     if not RESULTS:
         return
     path = os.environ.get('EVAC_DEATH_RESULTS',
@@ -152,8 +156,9 @@ def _write_results():
         json.dump(RESULTS, f, indent=1)
     with open(path, 'w') as f:
         f.write(results_text(RESULTS))
-    sys.__stderr__.write('\n%s\nreal-death results written to %s\n' % (
-        results_text(RESULTS), path))
+    if announce:
+        sys.__stderr__.write('\n%s\nreal-death results written to %s\n'
+                             % (results_text(RESULTS), path))
 
 
 def results_text(results):
@@ -276,6 +281,7 @@ class TestRealDeath(base.DeploymentTestCase):
                        d.death_points(DST, 'evacuate', sid)
                        if fired is None or p['pid'] == fired['pid']],
         })
+        _write_results(announce=False)
         d.progress('real death %s: %s (%ds)', cell, outcome,
                    time.monotonic() - t0)
         return outcome
