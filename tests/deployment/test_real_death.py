@@ -241,8 +241,9 @@ class TestRealDeath(base.DeploymentTestCase):
             self.notes.append('the point was not reached: the evacuation '
                               'ended %s' % self.state())
         else:
-            self.notes.append('died after %s#%d (call %d of the '
-                              'evacuation): %s' % (
+            # seq numbers every point the process recorded, in any root.
+            self.notes.append('died after %s#%d (point %d of the '
+                              'process): %s' % (
                                   fired['name'], fired['n'], fired['seq'],
                                   self.state()))
             if cell.death == 'host':
