@@ -94,13 +94,15 @@ def end(driver, entry, instance, forget=False):
     return True
 
 
-def commands(entry, instance, guest_left, files):
-    """The runbook's commands that clear a kept leftover of ``entry``."""
+def commands(host, instance, guest_left, files, shared=False, **more):
+    """The runbook's commands that clear what an evacuation left here.
+
+    Files on shared storage are the server's own: never listed.
+    """
     steps = runbook.cleanup_steps(
-        entry.host, entry.instance_uuid, instance.name, guest=guest_left,
-        instance_dir=(ownership.instance_path(entry.instance_uuid)
-                      if files else None),
-        shared_with=instance.host if entry.shared is None else None)
+        host, instance.uuid, instance.name, guest=guest_left,
+        instance_dir=(ownership.instance_path(instance.uuid)
+                      if files and not shared else None), **more)
     return [step.command for step in steps]
 
 
@@ -162,7 +164,9 @@ def _clear(manager, context, instance, entry):
             leftover=' and '.join(filter(None, [
                 guest_left and 'a %s guest' % guest_left,
                 files and ownership.instance_path(instance.uuid)])),
-            commands='; '.join(commands(entry, instance, guest_left, files)))
+            commands='; '.join(commands(
+                manager.host, instance, guest_left, files,
+                shared_with=instance.host if entry.shared is None else None)))
     if entry.phase in (journal.KEPT, journal.ENDING, journal.RELEASING):
         LOG.info('What evacuation %s left on %s is gone: forgotten',
                  entry.migration_uuid, manager.host, instance=instance)

@@ -9,11 +9,14 @@ and one action for it: the ending then the entry's end, the entry
 forgotten, or nothing but a report.
 """
 
+import dataclasses
+
+from nova.compute import task_states
+from nova import objects
 from oslo_config import cfg
 from oslo_log import log as logging
 
 from nova_evac_cleanup import ending as endings
-from nova_evac_cleanup import findings
 from nova_evac_cleanup import journal
 from nova_evac_cleanup import leftovers
 from nova_evac_cleanup import ports
@@ -24,14 +27,67 @@ CONF = cfg.CONF
 LOG = logging.getLogger(__name__)
 
 
+@dataclasses.dataclass
+class Finding(object):
+    """One evacuation to this host: as read, the verdict, what was done.
+
+    ``entry`` is None for what only the database shows: never acted on.
+    ``done`` and ``errors`` are the ending's; ``ended``: it released the
+    server.
+    """
+
+    host: str
+    entry: object
+    state: records.State
+    left: rule.Left
+    verdict: rule.Verdict
+    done: list = dataclasses.field(default_factory=list)
+    errors: list = dataclasses.field(default_factory=list)
+    ended: bool = False
+
+    @property
+    def uuid(self):
+        instance = self.state.instance
+        return instance.uuid if instance else self.entry.instance_uuid
+
+    def leaves_something(self):
+        """Whether anything of it is here, but the server's own files."""
+        left, entry = self.left, self.entry
+        return bool(left.guest or left.allocations or (
+            left.files and not (entry is not None and entry.shared)))
+
+    def commands(self):
+        """What an operator would run to end what it kept here."""
+        instance = self.state.instance
+        if instance is None or instance.deleted or (
+                self.verdict.decision == rule.FORGET):
+            return []
+        return leftovers.commands(
+            self.host, instance, self.left.guest, self.left.files,
+            shared=self.entry is not None and self.entry.shared,
+            shared_with=instance.host, providers=self.left.allocations,
+            task_stuck=instance.task_state in task_states.rebuild_states)
+
+
+def examine(manager, context, host_nodes, entry=None, instance_uuid=None,
+            migration_uuid=None):
+    """A :class:`Finding`: the state read, what is left here, the verdict."""
+    uuid = instance_uuid or entry.instance_uuid
+    state = records.read(context, uuid,
+                         entry.migration_uuid if entry else migration_uuid)
+    # A deleted instance is looked for here by its uuid.
+    left = rule.left_here(manager, context, state.instance or
+                          objects.Instance(uuid=uuid), entry, host_nodes)
+    return Finding(manager.host, entry, state, left,
+                   rule.decide(manager.host, entry, state, left))
+
+
 def on_start(manager, context, locked):
     """The sweep at start-up, as ``sweep_on_start`` and this host allow.
 
     ``clean`` only reports without this host's lock (an audit may hold it)
     or a journal to record each step in; the journal is not touched while
     the cleanup is disabled (:func:`sweep` then only reports).
-
-    :param locked: whether this process holds this host's lock
     """
     mode = CONF.evacuate_cleanup.sweep_on_start
     if mode == 'clean' and CONF.evacuate_cleanup.enabled and not (
@@ -46,7 +102,6 @@ def sweep(manager, context, mode):
     With ``report``, nothing is written anywhere. Never raises: a failure
     is logged and the compute service starts.
 
-    :param mode: ``clean``, ``report`` or ``off``
     :returns: the findings
     """
     if mode == 'off':
@@ -83,21 +138,20 @@ def settle(manager, context, entry, host_nodes, act=True, ending=None):
         with; by default one that journals each step durably
     :returns: the :class:`Finding`
     """
-    finding = findings.examine(manager, context, host_nodes, entry)
-    decision, state = finding.verdict.decision, finding.state
+    finding = examine(manager, context, host_nodes, entry)
+    decision, instance = finding.verdict.decision, finding.state.instance
     if not act or decision == rule.KEEP:
-        _log(finding, act)
+        _log(finding)
         return finding
-    instance = state.instance
     if decision == rule.FORGET and getattr(instance, 'host', None) == (
             entry.host):
         # What nova's finish_evacuation left (this host may have died in
         # it) is done.
-        records.finish(context, instance, state.migration)
+        records.finish(context, instance, finding.state.migration)
     elif decision == rule.END:
         ending = ending or endings.Ending(manager, context, entry)
         try:
-            finding.ended = ending.end(state)
+            finding.ended = ending.end(finding.state)
         finally:
             finding.done, finding.errors = ending.done, ending.errors
         if not finding.ended:
@@ -109,25 +163,7 @@ def settle(manager, context, entry, host_nodes, act=True, ending=None):
     return finding
 
 
-def survey(manager, context, entries, host_nodes, act):
-    """What evacuations left here, and with ``act`` ended: the audit's.
-
-    Each of ``entries``, settled as at start-up, then what only the
-    database shows (:func:`unjournaled`).
-
-    :returns: the findings to report, and how many evacuations were
-        examined
-    """
-    found = [settle(manager, context, entry, host_nodes, act=act)
-             for entry in entries]
-    others, examined = findings.unjournaled(
-        manager, context, {entry.instance_uuid for entry in entries},
-        host_nodes)
-    return ([f for f in found + others if f.reported()],
-            len(entries) + examined)
-
-
-def _log(finding, act):
+def _log(finding):
     verdict, entry = finding.verdict, finding.entry
     if verdict.decision == rule.END:
         LOG.warning('Evacuation %s to %s is interrupted (%s); '
@@ -135,8 +171,13 @@ def _log(finding, act):
                     finding.host, verdict.reason,
                     instance_uuid=entry.instance_uuid)
     elif verdict.decision == rule.KEEP:
+        left = finding.left
         LOG.warning('Evacuation %s to %s left %s here, kept: %s (%s). By '
                     'hand, once checked: %s', entry.migration_uuid,
-                    finding.host, finding.summary(), verdict.reason,
-                    verdict.kind, ' && '.join(finding.commands()) or
-                    'nothing to do', instance_uuid=entry.instance_uuid)
+                    finding.host, ', '.join(filter(None, (
+                        left.guest and 'a %s guest' % left.guest,
+                        left.files and '%d files' % len(left.files),
+                        left.allocations and 'an allocation'))) or 'nothing',
+                    verdict.reason, verdict.kind,
+                    ' && '.join(finding.commands()) or 'nothing to do',
+                    instance_uuid=entry.instance_uuid)
