@@ -14,7 +14,6 @@ from oslo_utils import excutils
 from nova_evac_cleanup import ending
 from nova_evac_cleanup import handler
 from nova_evac_cleanup import journal
-from nova_evac_cleanup import leftovers
 from nova_evac_cleanup import nova_support
 from nova_evac_cleanup import ownership
 
@@ -125,24 +124,6 @@ class Evacuation(object):
         except Exception as error:
             with excutils.save_and_reraise_exception():
                 handler.failed(self, instance, error, finish=True)
-
-    def end(self, instance):
-        """nova's rebuild code returned: end the journal entry.
-
-        If the instance is recorded here, every entry of it here goes;
-        otherwise :func:`nova_evac_cleanup.leftovers.end`. Never raises.
-        """
-        entry = self.entry
-        if instance.host != entry.host:
-            leftovers.end(self.manager.driver, entry, instance)
-            return
-        try:
-            for other in journal.entries(entry.host, instance.uuid):
-                journal.remove(other)
-        except OSError:
-            LOG.exception('Could not remove the journal entries of %s, '
-                          'which lives on %s now', instance.uuid,
-                          entry.host, instance=instance)
 
 
 #: nova's calls an evacuation watches: the cost of a nova that changed

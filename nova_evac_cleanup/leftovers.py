@@ -53,22 +53,25 @@ def _left(driver, entry, instance):
 
 
 def end(driver, entry, instance, forget=False):
-    """The evacuation of ``entry`` ended without the instance here.
+    """The evacuation of ``entry`` ended: forget it, or record it as kept.
 
-    Removes its journal entry if nothing of it is left, or records it as
-    kept (on shared storage, the files are the server's own and are kept
-    with it). Never raises: on an error the entry stays as it is, which
-    keeps everything.
+    Its entry goes if nothing of it is left here; if the instance lives
+    here, every entry of it goes (the directory is its own). Otherwise it
+    is recorded as kept (on shared storage, the files are the server's own
+    and are kept with it). Never raises: on an error the entry stays as it
+    is, which keeps everything.
 
-    :param forget: nothing of it needs a record (the rule's verdict: the
-        instance lives here, or nothing of it is): the entry goes
+    :param forget: nothing of it needs a record (the rule's verdict)
     :returns: whether something of it is kept
     """
     try:
-        guest_left, files = (None, {}) if forget else _left(
+        lives_here = getattr(instance, 'host', None) == entry.host
+        guest_left, files = (None, {}) if forget or lives_here else _left(
             driver, entry, instance)
         if not (guest_left or files):
-            journal.remove(entry)
+            for done in (journal.entries(entry.host, entry.instance_uuid)
+                         if lives_here else [entry]):
+                journal.remove(done)
             LOG.info('Evacuation %s to %s: nothing of it needs a record here '
                      'any more: forgotten', entry.migration_uuid, entry.host,
                      instance_uuid=entry.instance_uuid)

@@ -153,7 +153,7 @@ class EvacuateCleanupMixin(object):
             raise
         finally:
             self._evacuations.pop(instance.uuid, None)
-        evacuation.end(instance)
+        leftovers.end(self.driver, evacuation.entry, instance)
         return result
 
     def _detach_volume(self, context, bdm, instance, *args, **kwargs):
