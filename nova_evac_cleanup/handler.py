@@ -1,12 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 
-"""The failure handler: what the manager does once nova's rebuild code raised.
+"""What the manager does once nova's rebuild code raised; never raises.
 
-Before nova's own handler (:func:`failed`), while nova's claim still holds
-what the guest was made with, the guest is destroyed and the volumes
-released; after it (:func:`after_nova`), what it left is ended through the
-one ending, on the rule's verdict. None of it ever raises: the error that
-failed the evacuation is the one nova sees.
+Before nova's handler (:func:`failed`), while nova's claim still holds what
+the guest was made with, the guest is destroyed and the volumes released;
+after it (:func:`after_nova`), what it left is ended by the one ending.
 """
 
 from nova.compute import vm_states
@@ -24,13 +22,10 @@ LOG = logging.getLogger(__name__)
 def failed(evacuation, instance, error, finish=False):
     """nova's rebuild code raised: the guest, before nova's handler.
 
-    A failure after spawn returned, or in ``finish_evacuation``, is
-    read first: nova records the instance here only then, and the guest
-    of an instance that lives here is its own. One that does not is
-    read again (nova's handler must not save this host into it). Never
-    raises.
-
-    :param finish: it is ``finish_evacuation`` that raised
+    After spawn returned, or in ``finish_evacuation`` (``finish``), the
+    instance is read first: one nova recorded here keeps its guest, one
+    that it did not is read again (nova's handler must not save this host
+    into it).
     """
     evacuation.error, evacuation.in_finish = error, finish
     evacuation.journal()
@@ -51,8 +46,7 @@ def failed(evacuation, instance, error, finish=False):
 def before_nova(evacuation, instance):
     """The guest, and the volumes while the evacuation is the newest move.
 
-    While nova's claim still holds this host's resources and the server
-    is in the evacuation's task state. Never raises.
+    While nova's claim still holds this host's resources.
     """
     steps, state = evacuation.ending(), records.State(instance, None, [])
     given = evacuation.block_device_info
@@ -76,10 +70,9 @@ def before_nova(evacuation, instance):
 def _lives_here(evacuation, instance, finish=False):
     """Whether the instance lives here; when in doubt, True.
 
-    If the database cannot be read, the guest is powered off and left:
-    running, it would be a second writer on the server's volumes and
-    shared disks. With ``finish``, what nova's ``finish_evacuation``
-    left of one that lives here is finished.
+    If it cannot be read, the guest is powered off and left: running, it
+    would be a second writer on the server's volumes and shared disks.
+    With ``finish``, what ``finish_evacuation`` left of it is finished.
     """
     try:
         state = records.read(evacuation.context, instance.uuid,
@@ -106,11 +99,10 @@ def _lives_here(evacuation, instance, finish=False):
 
 
 def after_nova(evacuation, instance, error):
-    """nova's handler of the failure returned: end what it left.
+    """nova's handler returned: end what it left, on the rule's verdict.
 
-    Through the one ending, on the rule's verdict: what nova's handler
-    did is found done. Should it have ended with another error than
-    the evacuation's, the evacuation's own is the fault. Never raises.
+    Should it have raised another error than the evacuation's, the
+    evacuation's own is the fault.
     """
     manager, context, entry = (evacuation.manager, evacuation.context,
                                evacuation.entry)
@@ -141,15 +133,13 @@ def after_nova(evacuation, instance, error):
 def _ended_by_nova(evacuation, instance):
     """Whether nova's handler ended what this host had not, so far.
 
-    nova's rebuild code raised the evacuation's own error once this host
-    had destroyed the guest and released the volumes: its handler failed
-    the migration, dropped the claim and recorded the fault, or another
-    error would have come out of it. Its decorators then saved the server
-    in ERROR, and its task state last (a failure of that save is only
-    logged): what they saved of ``instance`` is no change of it any more.
-    Its removal of the allocation only logs a failure too: its answer was
-    seen (:meth:`~nova_evac_cleanup.evacuation.Evacuation.removing`) for
-    each of this host's nodes. ``finish_evacuation`` has no such handler.
+    It raised the evacuation's own error once the guest and the volumes
+    were done here: it failed the migration, dropped the claim and
+    recorded the fault. Its decorators saved the server in ERROR with no
+    task state (a failed save is only logged: then the fields are still
+    changed). Its removal of the allocation only logs a failure: its
+    answer was seen for each of this host's nodes. ``finish_evacuation``
+    has no such handler.
     """
     # nova's own nodes of this host; none known: the rule reads them.
     nodes = {node.uuid for node in getattr(
