@@ -216,63 +216,57 @@ def _orphaned(manager, context, nodes, found):
 
 def text(report):
     """The report as text, in the runbook's order."""
-    host, delete, evacuations = (report['host'], report['delete'],
-                                 report['evacuations'])
+    host, delete, found = (report['host'], report['delete'],
+                           report['evacuations'])
+    allocations = report['orphaned_allocations'] + [
+        dict(missing=uuid) for uuid in report['missing_allocations']]
     lines = ['Evacuations to %s (nova-compute there is %s)' % (
         host, 'up' if report['compute_service_up'] else 'down')]
-    if not evacuations:
-        lines.append('  nothing left by failed or interrupted evacuations')
+    lines += [] if found else [
+        '  nothing left by failed or interrupted evacuations']
     lines += ['', '1. Leftovers of failed or interrupted evacuations on %s' %
               host]
-    for e in evacuations:
-        lines += [
-            '  instance %s: %s, migration %s (%s) from %s' % (
-                e['instance'], e['kind'], e['migration'],
-                e['migration_status'], e['source_compute']),
-            '    %s' % e['reason'], '    guest: %s' % (e['guest'] or 'none')]
+    for e in found:
+        lines += ['  instance %(instance)s: %(kind)s, migration %(migration)s '
+                  '(%(migration_status)s) from %(source_compute)s' % e,
+                  '    %s' % e['reason'],
+                  '    guest: %s' % (e['guest'] or 'none')]
         lines += ['    file: %s (%d bytes)' % item
                   for item in sorted(e['files'].items())]
         lines.append('    disks: %s' % e['disks'])
-        if e['refuses_evacuations']:
-            lines.append('    refuses the next evacuation of this server to '
-                         '%s until it is removed' % host)
+        lines += ['    refuses the next evacuation of this server to %s '
+                  'until it is removed' % host] * e['refuses_evacuations']
         lines += ['    allocation against %s: %s' % item
                   for item in sorted(e['allocation_here'].items())]
-    lines += ['', '2. Instances']
-    lines += ['  %s: on %s, %s, task state %s' % (
-        e['instance'], e['instance_host'], e['vm_state'], e['task_state'])
-        if e['instance_exists'] else '  %s: deleted' % e['instance']
-        for e in evacuations]
-    lines += ['', '3. Allocations']
-    lines += ['  orphaned: consumer %s on %s: %s%s' % (
-        o['consumer'], o['provider'], o['resources'],
-        ' (an evacuation above)' if o['evacuation_finding'] else
-        '; check it, then: nova-manage placement audit --delete '
-        '--resource_provider %s' % o['provider'])
-        for o in report['orphaned_allocations']]
-    lines += ['  missing: instance %s %s no allocation; nova-manage placement '
-              'heal_allocations --instance %s' % (
-                  uuid, 'has' if delete else 'would have', uuid)
-              for uuid in report['missing_allocations']]
-    if not (report['orphaned_allocations'] or
-            report['missing_allocations']):
-        lines.append('  none orphaned or missing')
+    lines += ['', '2. Instances'] + [
+        '  %(instance)s: on %(instance_host)s, %(vm_state)s, task state '
+        '%(task_state)s' % e if e['instance_exists'] else
+        '  %s: deleted' % e['instance'] for e in found]
+    lines += ['', '3. Allocations'] + ([
+        '  missing: instance %s %s no allocation; nova-manage placement '
+        'heal_allocations --instance %s' % (
+            a['missing'], 'has' if delete else 'would have', a['missing'])
+        if 'missing' in a else
+        '  orphaned: consumer %s on %s: %s%s' % (
+            a['consumer'], a['provider'], a['resources'],
+            ' (an evacuation above)' if a['evacuation_finding'] else
+            '; check it, then: nova-manage placement audit --delete '
+            '--resource_provider %s' % a['provider'])
+        for a in allocations] or ['  none orphaned or missing'])
     lines += ['', '4. %s' % ('Done (--delete)' if delete else
                              'What --delete would do')]
-    for e in evacuations:
-        lines += ['  %s: %s' % (e['instance'], item)
-                  for item in (e['done'] if delete else e['actions'])]
-        lines += ['  %s: by hand, once checked: %s' % (e['instance'], command)
-                  for command in e['commands']]
-        lines += ['  %s: NOT DONE: %s' % (e['instance'], error)
-                  for error in e['errors']]
+    for e in found:
+        lines += ['  %s: %s%s' % (e['instance'], prefix, item)
+                  for prefix, items in (
+                      ('', e['done'] if delete else e['actions']),
+                      ('by hand, once checked: ', e['commands']),
+                      ('NOT DONE: ', e['errors'])) for item in items]
     if report.get('not_given_back'):
         lines += ['', '5. Failed evacuations from %s: not given back to it '
                   '(its nova-compute tries %d times, every %d seconds)' % (
                       host, giveback.TRIES, giveback.SPACING)]
     for left in report.get('not_given_back', []):
-        lines += ['  %s: evacuation %s' % (left['instance'],
-                                           left['migration'])]
+        lines += ['  %(instance)s: evacuation %(migration)s' % left]
         lines += ['    port %s: %s' % item
                   for item in sorted(left['ports'].items())]
         lines += ['    volume %s: not connected' % volume
