@@ -14,12 +14,6 @@ import collections
 Step = collections.namedtuple('Step', ['what', 'command', 'host'])
 
 
-def text(step):
-    """A step as one line: ``on HOST: COMMAND``, or the command."""
-    return ('on %s: %s' % (step.host, step.command) if step.host
-            else step.command)
-
-
 def heal_allocations(instance_uuid):
     """Give the instance back the allocation it lost.
 
@@ -42,12 +36,6 @@ def refresh_volumes(host, instance_uuid, volume_ids):
             ['nova-manage volume_attachment refresh %s %s connector.json' % (
                 instance_uuid, volume_id) for volume_id in volume_ids] +
             ['openstack server start %s' % instance_uuid])
-
-
-def evacuate(instance_uuid, host):
-    """Evacuate again, the step that follows a cleanup."""
-    return Step('evacuate again', 'openstack server evacuate --host %s %s'
-                % (host, instance_uuid), None)
 
 
 def cleanup_steps(host, instance_uuid, domain, task_stuck=False,

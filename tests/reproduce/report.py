@@ -65,6 +65,12 @@ DOMAIN_WORDS = {
 WIDTH = 78
 
 
+def step_text(step):
+    """A runbook step as one line: ``on HOST: COMMAND``, or the command."""
+    return ('on %s: %s' % (step.host, step.command) if step.host
+            else step.command)
+
+
 def size(nbytes):
     """A byte count in words, e.g. ``1,048,576 bytes (1.0 MiB)``."""
     if nbytes is None:
@@ -303,7 +309,7 @@ def summary_text(stage, storage, stories, judgement):
     for name in names:
         if steps[name]:
             out.append('%s, the operator\'s steps in full:' % titles[name])
-            out.extend('  %d. %s' % (i, runbook.text(runbook.Step(**step)))
+            out.extend('  %d. %s' % (i, step_text(runbook.Step(**step)))
                        for i, step in enumerate(steps[name], 1))
     out.append('')
     out.append('Result: %s' % (

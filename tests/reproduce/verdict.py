@@ -116,7 +116,8 @@ def manual_steps(story):
                       if after['own_dir_exists'] else None),
         providers=[after['allocation_provider']] if after['allocation']
         else ())
-    steps.append(runbook.evacuate(uuid, DEST))
+    steps.append(runbook.Step('evacuate again', 'openstack server evacuate '
+                              '--host %s %s' % (DEST, uuid), None))
     return [step._asdict() for step in steps]
 
 

@@ -5,6 +5,8 @@
 import testtools
 
 from nova_evac_cleanup import runbook
+from tests.reproduce import report
+from tests.reproduce import verdict
 
 UUID = 'a4b5c7e0-1b7b-4c5e-9d4e-6f1f2d3c4b5a'
 RP = '0c3e9f5a-52c4-4b0e-8f35-3f9d4b1f2e6d'
@@ -33,7 +35,7 @@ class TestCleanupSteps(testtools.TestCase):
              'openstack --os-placement-api-version 1.12 resource provider '
              'allocation unset --provider %s %s' % (RP, UUID),
              'nova-manage placement heal_allocations --instance %s' % UUID],
-            [runbook.text(step) for step in steps])
+            [report.step_text(step) for step in steps])
 
     def test_a_defined_guest_is_only_undefined(self):
         steps = runbook.cleanup_steps('compute1', UUID, 'instance-00000001',
@@ -49,7 +51,11 @@ class TestCleanupSteps(testtools.TestCase):
             'rm -rf /srv/instances/%s  # only after checking' % UUID))
         self.assertIn('shared with compute0', step.command)
 
-    def test_evacuate(self):
-        step = runbook.evacuate(UUID, 'compute1')
-        self.assertEqual('openstack server evacuate --host compute1 %s'
-                         % UUID, runbook.text(step))
+    def test_evacuate_again_is_the_last_manual_step(self):
+        steps = verdict.manual_steps({
+            'server': {'id': UUID, 'instance_name': 'instance-00000001'},
+            'after_failure': {'domain': None, 'own_dir_exists': False,
+                              'allocation': False}})
+        self.assertEqual('openstack server evacuate --host %s %s'
+                         % (verdict.DEST, UUID),
+                         report.step_text(runbook.Step(**steps[-1])))
