@@ -26,25 +26,20 @@ from nova_evac_cleanup import sweep
 def report(manager, context, delete=False):
     """Find, and with ``delete`` settle, what evacuations left here.
 
-    Each journal entry is settled as at start-up, then what only the
-    database shows is looked for (:func:`unjournaled`). With ``delete``
-    the caller holds the host's lock (:mod:`nova_evac_cleanup.host_lock`).
+    With ``delete`` the caller holds the host's lock
+    (:mod:`nova_evac_cleanup.host_lock`).
 
     :returns: a dict, the report
     """
     nodes = records.nodes(context, manager.host)
-    entries = journal.entries(manager.host)
-    found = [sweep.settle(manager, context, entry, nodes, act=delete)
-             for entry in entries]
-    others, examined = unjournaled(
-        manager, context, {entry.instance_uuid for entry in entries}, nodes)
-    found = [f for f in found + others if f.ended or f.leaves_something() or
+    found, examined = sweep.survey(manager, context, nodes, delete)
+    found = [f for f in found if f.ended or f.leaves_something() or
              _refuses(f) or f.verdict.decision == rule.END]
     result = {
         'host': manager.host,
         'delete': delete,
         'compute_service_up': records.service_up(context, manager.host),
-        'examined': len(entries) + examined,
+        'examined': examined,
         'evacuations': [_as_dict(f) for f in found],
         'orphaned_allocations': _orphaned(manager, context, nodes, found),
         'missing_allocations': [],
@@ -62,55 +57,6 @@ def report(manager, context, delete=False):
         if not left:
             result['missing_allocations'].append(instance.uuid)
     return result
-
-
-def unjournaled(manager, context, known, host_nodes):
-    """Evacuations to this host that left something and no journal entry.
-
-    Reported, never acted on: the guest here of an instance hosted
-    elsewhere (nova's start-up destroys those of instances evacuated from
-    this host, not the guest a failed evacuation to it kept, the cleanup
-    disabled or its destroy failed), and evacuation records to this host
-    from before it journaled evacuations (stock nova, the patch series).
-    One hypervisor listing and two queries, whatever the history.
-
-    :param known: instance uuids already examined
-    :returns: the findings, and how many guests and records were looked at
-    """
-    guests = set(manager.driver.list_instance_uuids()) - set(known)
-    migrations = objects.MigrationList.get_by_filters(
-        context, {'host': manager.host, 'migration_type': rule.EVACUATION},
-        sort_keys=['created_at', 'id'], sort_dirs=['desc', 'desc'])
-    newest = {}
-    for migration in migrations:
-        if migration.dest_compute == manager.host:
-            newest.setdefault(migration.instance_uuid, migration)
-    candidates = {}
-    if guests:
-        # Sorted by uuid, the query is served by the uuid index alone,
-        # whatever the number of instances in the cell.
-        candidates = {instance.uuid: newest.get(instance.uuid)
-                      for instance in objects.InstanceList.get_by_filters(
-                          context, {'uuid': sorted(guests), 'deleted': False},
-                          expected_attrs=[], sort_keys=['uuid'],
-                          sort_dirs=['asc'])
-                      if instance.host != manager.host}
-    for uuid, migration in newest.items():
-        if uuid not in known and uuid not in guests:
-            candidates[uuid] = migration
-    found = []
-    for uuid, migration in candidates.items():
-        finding = sweep.examine(manager, context, host_nodes,
-                                instance_uuid=uuid,
-                                migration_uuid=migration and migration.uuid)
-        instance = finding.state.instance
-        if (finding.verdict.decision == rule.KEEP and
-                finding.leaves_something() and instance is not None and
-                instance.host != manager.host and not any(
-                    m.status not in rule.OVER for m in finding.state.moves
-                    if migration is None or m.id != migration.id)):
-            found.append(finding)
-    return found, len(guests) + len(migrations)
 
 
 def _refuses(finding):

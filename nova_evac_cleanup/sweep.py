@@ -163,6 +163,68 @@ def settle(manager, context, entry, host_nodes, act=True, ending=None):
     return finding
 
 
+def survey(manager, context, host_nodes, act):
+    """The audit's: each journal entry settled, then :func:`unjournaled`.
+
+    :returns: the findings, and how many evacuations were examined
+    """
+    entries = journal.entries(manager.host)
+    found = [settle(manager, context, entry, host_nodes, act=act)
+             for entry in entries]
+    others, examined = unjournaled(
+        manager, context, {entry.instance_uuid for entry in entries},
+        host_nodes)
+    return found + others, len(entries) + examined
+
+
+def unjournaled(manager, context, known, host_nodes):
+    """Evacuations to this host that left something and no journal entry.
+
+    Reported, never acted on: the guest here of an instance hosted
+    elsewhere (nova's start-up destroys those of instances evacuated from
+    this host, not the guest a failed evacuation to it kept, the cleanup
+    disabled or its destroy failed), and evacuation records to this host
+    from before it journaled evacuations (stock nova, the patch series).
+    One hypervisor listing and two queries, whatever the history.
+
+    :param known: instance uuids already examined
+    :returns: the findings, and how many guests and records were looked at
+    """
+    guests = set(manager.driver.list_instance_uuids()) - set(known)
+    migrations = objects.MigrationList.get_by_filters(
+        context, {'host': manager.host, 'migration_type': rule.EVACUATION},
+        sort_keys=['created_at', 'id'], sort_dirs=['desc', 'desc'])
+    newest = {}
+    for migration in migrations:
+        if migration.dest_compute == manager.host:
+            newest.setdefault(migration.instance_uuid, migration)
+    candidates = {}
+    if guests:
+        # Sorted by uuid, the query is served by the uuid index alone,
+        # whatever the number of instances in the cell.
+        candidates = {instance.uuid: newest.get(instance.uuid)
+                      for instance in objects.InstanceList.get_by_filters(
+                          context, {'uuid': sorted(guests), 'deleted': False},
+                          expected_attrs=[], sort_keys=['uuid'],
+                          sort_dirs=['asc'])
+                      if instance.host != manager.host}
+    for uuid, migration in newest.items():
+        if uuid not in known and uuid not in guests:
+            candidates[uuid] = migration
+    found = []
+    for uuid, migration in candidates.items():
+        finding = examine(manager, context, host_nodes, instance_uuid=uuid,
+                          migration_uuid=migration and migration.uuid)
+        instance = finding.state.instance
+        if (finding.verdict.decision == rule.KEEP and
+                finding.leaves_something() and instance is not None and
+                instance.host != manager.host and not any(
+                    m.status not in rule.OVER for m in finding.state.moves
+                    if migration is None or m.id != migration.id)):
+            found.append(finding)
+    return found, len(guests) + len(migrations)
+
+
 def _log(finding):
     verdict, entry = finding.verdict, finding.entry
     if verdict.decision == rule.END:
