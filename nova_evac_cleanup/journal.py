@@ -1,22 +1,16 @@
 # SPDX-License-Identifier: Apache-2.0
 
-"""The record: what this host knows, on its own disk, of its evacuations.
+"""What this host knows, on its own disk, of its evacuations.
 
-The sweep and ``audit --delete`` act only on proof that what they touch
-is an evacuation this host ran, which the database cannot give (its
-records outlive the evacuation). So the evacuating compute keeps one
-entry per evacuation to it in ``[evacuate_cleanup] journal_path``, from
-before nova's rebuild code runs until nothing of it is left here. Each
-write is atomic; those before what a host crash could leave unrecorded
-are fsynced. Entries of earlier versions are read too (their disks, proven
-by a marker then, are kept).
+The database cannot prove that the sweep and ``audit --delete`` touch an
+evacuation this host ran (its records outlive it): one entry per evacuation
+to it, from before nova's rebuild code runs until nothing of it is left.
 """
 
 import contextlib
 import dataclasses
 import json
 import os
-import typing
 
 from oslo_config import cfg
 from oslo_log import log as logging
@@ -37,25 +31,16 @@ class Entry(object):
     host: str
     instance_uuid: str
     migration_uuid: str
-    #: whether it got as far as spawning: before, nothing here is its own
-    spawned: bool = False
-    #: nova's answer to "shared?": True, False or None (not known)
-    shared: typing.Optional[bool] = None
-    #: the instance directory, absent before spawn, that spawn makes
-    claim: typing.Optional[str] = None
-    #: the id of the filesystem it was absent from
-    fsid: typing.Optional[int] = None
+    spawned: bool = False  #: before spawn nothing here is its own
+    shared: bool | None = None  #: nova's answer to "shared?", if known
+    claim: str | None = None  #: the directory, absent before, spawn makes
+    fsid: int | None = None  #: the filesystem it was absent from
     #: the source's attachment of each volume nova began to replace
     detached: dict = dataclasses.field(default_factory=dict)
-    #: the error that failed it, as this host first saw it
-    error: typing.Optional[str] = None
-    #: how far its end got: begun, ending, releasing (the server held;
-    #: done lists the steps), kept (it left what the cleanup keeps)
-    phase: str = BEGUN
-    #: the task state the ending found the server in, before its hold
-    held_from: typing.Optional[str] = None
-    #: the steps of the ending done
-    done: list = dataclasses.field(default_factory=list)
+    error: str | None = None  #: what failed it, as this host first saw it
+    phase: str = BEGUN  #: how far its end got (``releasing``: server held)
+    held_from: str | None = None  #: the task state the ending found
+    done: list = dataclasses.field(default_factory=list)  #: its steps
 
     def __post_init__(self):
         # Entries of earlier versions may hold null for either.
@@ -65,8 +50,7 @@ class Entry(object):
         """Whether the attachment is the evacuation's, not the source's."""
         return self.detached.get(volume_id, attachment_id) != attachment_id
 
-    def as_dict(self):
-        return dataclasses.asdict(self)
+    as_dict = dataclasses.asdict
 
     @classmethod
     def from_dict(cls, data):
@@ -93,19 +77,16 @@ FIELDS = tuple(field.name for field in dataclasses.fields(Entry))
 
 def _upgraded(old):
     """An entry as versions before 2026-12 wrote it, in today's fields."""
-    claim = old.get('claim') or {}
-    ending = old.get('ending') or {}
+    claim, ending = old.get('claim') or {}, old.get('ending') or {}
     if not isinstance(claim, dict) or not isinstance(ending, dict) or (
             not isinstance(ending.get('done', []), list)):
         raise ValueError('claim or ending is not a JSON object')
-    phase = (KEPT if old.get('kept') else
-             RELEASING if ending.get('releasing') else
-             ENDING if ending else BEGUN)
     return dict(
-        old, shared=old['shared_storage'], phase=phase,
-        spawned=bool(old.get('spawning')),
-        # A claim with 'keep' made no directory.
-        claim=None if claim.get('keep') else claim.get('path'),
+        old, shared=old['shared_storage'], spawned=bool(old.get('spawning')),
+        phase=(KEPT if old.get('kept') else
+               RELEASING if ending.get('releasing') else
+               ENDING if ending else BEGUN),
+        claim=None if claim.get('keep') else claim.get('path'),  # disks kept
         held_from=ending.get('from', ending.get('task_state')),
         done=ending.get('done', []))
 
@@ -114,23 +95,17 @@ def _directory(host):
     return os.path.join(CONF.evacuate_cleanup.journal_path, host)
 
 
-def _path(entry):
-    return os.path.join(_directory(entry.host),
-                        entry.migration_uuid + _SUFFIX)
-
-
 def write(entry, durable=False):
-    """Write ``entry`` atomically; with ``durable``, fsynced too."""
-    path = _path(entry)
+    """Write ``entry`` atomically; ``durable``: fsynced, with its directory."""
+    path = os.path.join(_directory(entry.host), entry.migration_uuid + _SUFFIX)
     directory = os.path.dirname(path)
     os.makedirs(directory, exist_ok=True)
-    temporary = path + '.tmp'
-    with open(temporary, 'w') as stream:
+    with open(path + '.tmp', 'w') as stream:
         json.dump(entry.as_dict(), stream)
         if durable:
             stream.flush()
             os.fsync(stream.fileno())
-    os.replace(temporary, path)
+    os.replace(path + '.tmp', path)
     if durable:
         descriptor = os.open(directory, os.O_RDONLY)
         try:
@@ -142,7 +117,8 @@ def write(entry, durable=False):
 def remove(entry):
     """Forget ``entry`` (not fsynced: the next start forgets it again)."""
     with contextlib.suppress(FileNotFoundError):
-        os.unlink(_path(entry))
+        os.unlink(os.path.join(_directory(entry.host),
+                               entry.migration_uuid + _SUFFIX))
 
 
 #: Filesystem types that may be mounted on several hosts at once.
@@ -154,23 +130,16 @@ _SHARED_TYPES = ('nfs', 'nfs4', 'cifs', 'smb3', 'ceph', 'fuse.ceph-fuse',
 def shared_filesystem(path):
     """The type of the filesystem ``path`` is on if it may be shared."""
     path = os.path.realpath(path)
-    mounts = [m for m in psutil.disk_partitions(all=True)
-              if os.path.commonpath([path, m.mountpoint]) == m.mountpoint]
-    if not mounts:
-        return None
-    kind = max(mounts, key=lambda m: len(m.mountpoint)).fstype
-    return kind if kind in _SHARED_TYPES else None
+    mount = max((m for m in psutil.disk_partitions(all=True)
+                 if os.path.commonpath([path, m.mountpoint]) == m.mountpoint),
+                key=lambda m: len(m.mountpoint), default=None)
+    return mount.fstype if mount and mount.fstype in _SHARED_TYPES else None
 
 
 def usable(host):
-    """Whether the journal of ``host`` can be written; logs why not.
-
-    A probe entry is written and removed: a read-only filesystem or a full
-    disk shows here. A journal other hosts may mount gets a warning.
-    """
+    """Whether a probe entry of ``host`` can be written; logs why not."""
     path = CONF.evacuate_cleanup.journal_path
-    shared = shared_filesystem(path)
-    if shared:
+    if shared := shared_filesystem(path):
         LOG.warning('[evacuate_cleanup] journal_path %s is on a %s '
                     'filesystem, which other hosts may mount: it must be '
                     'local to %s', path, shared, host)
@@ -189,20 +158,15 @@ def usable(host):
 
 
 def entries(host, instance_uuid=None):
-    """The entries of this host (of one instance), by name.
-
-    Anything else in the directory (another host's entry, an empty,
-    truncated or foreign file) proves nothing: logged and skipped.
-    """
+    """This host's entries (of one instance), by name; skips other files."""
     directory = _directory(host)
     try:
-        names = sorted(os.listdir(directory))
+        names = sorted(name for name in os.listdir(directory)
+                       if name.endswith(_SUFFIX) and not name.startswith('.'))
     except FileNotFoundError:
         return []
     result = []
     for name in names:
-        if not name.endswith(_SUFFIX) or name.startswith('.'):
-            continue
         path = os.path.join(directory, name)
         try:
             with open(path) as stream:
