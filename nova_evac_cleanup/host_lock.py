@@ -3,10 +3,9 @@
 """One actor per host: nova-compute or ``audit --delete``, never both.
 
 A service the database shows down may still run the evacuation the audit
-would end. ``flock(2)`` on ``[oslo_concurrency] lock_path``: the kernel
-drops it with its process, however it died, and two holders in one process
-exclude each other too (a lock of an open file description).
-"""
+would end. ``flock(2)``: the kernel drops it with its process however it
+died, and two holders in one process exclude each other (it locks an open
+file description)."""
 
 import fcntl
 import os
@@ -14,8 +13,6 @@ import time
 
 from oslo_concurrency import lockutils
 from oslo_config import cfg
-
-CONF = cfg.CONF
 
 #: Seconds nova-compute waits at start-up for an audit to release the lock.
 START_TIMEOUT = 60
@@ -29,46 +26,37 @@ class HostLockHeld(Exception):
         self.busy = busy
 
 
-_UNAVAILABLE = 'cannot take the evacuation-cleanup lock of %s (%s): %s'
-
-
 def acquire(host, timeout=0):
-    """Take the lock of ``host``, waiting ``timeout`` seconds at most.
-
-    :returns: the lock (its open file), for :func:`release`
-    :raises HostLockHeld: held, or not to be had (no ``lock_path``...)
-    """
-    directory = lockutils.get_lock_path(CONF)
+    """Take ``host``'s lock (an open file), waiting ``timeout`` s at most."""
+    directory = lockutils.get_lock_path(cfg.CONF)
     if not directory:
         raise HostLockHeld(
             '[oslo_concurrency] lock_path is not set: it is needed to know '
             'whether nova-compute runs on this host')
     path = os.path.join(directory, 'nova-evac-cleanup-' + host)
-    try:
-        lock = open(path, 'a')
-    except OSError as error:
-        raise HostLockHeld(_UNAVAILABLE % (host, path, error))
-    deadline = time.monotonic() + timeout
+    deadline, lock = time.monotonic() + timeout, None
     while True:
         try:
+            lock = lock or open(path, 'a')
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             return lock
         except BlockingIOError:
-            if time.monotonic() >= deadline:
-                lock.close()
-                raise HostLockHeld(
-                    'another process holds the evacuation-cleanup lock of '
-                    '%s (%s): nova-compute or nova-evac-cleanup audit '
-                    '--delete is running there' % (host, path), busy=True)
-            time.sleep(0.5)
+            if time.monotonic() < deadline:
+                time.sleep(0.5)
+                continue
+            failure = HostLockHeld(
+                'another process holds the evacuation-cleanup lock of %s '
+                '(%s): nova-compute or nova-evac-cleanup audit --delete is '
+                'running there' % (host, path), busy=True)
         except OSError as error:
-            # Not held but not to be had (ENOLCK on an NFS lock_path):
-            # never raised out of nova-compute's start.
-            lock.close()
-            raise HostLockHeld(_UNAVAILABLE % (host, path, error))
+            # ENOLCK on NFS...: refused, never raised out of the start.
+            failure = HostLockHeld('cannot take the evacuation-cleanup lock '
+                                   'of %s (%s): %s' % (host, path, error))
+        release(lock)
+        raise failure
 
 
 def release(lock):
-    """Release a lock :func:`acquire` returned, once or more; or None."""
+    """Release what :func:`acquire` returned (or None), once or more."""
     if lock is not None:
         lock.close()

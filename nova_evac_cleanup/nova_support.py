@@ -1,14 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
 
-"""Every nova name the package relies on, checked at start-up.
+"""What this nova is: every nova name the package relies on, and its release.
 
-Nothing here stops nova-compute from starting: a change costs one ERROR at
-start-up and what :data:`NAMES` says (the operator guide: "nova-compute
-always starts"); so does a release outside the range
-(:mod:`~nova_evac_cleanup.releases`).
-"""
+Neither stops nova-compute from starting: a changed name costs one ERROR and
+what :data:`NAMES` says, a release outside the range one ERROR."""
 
 import functools
+from importlib import metadata
 import inspect
 
 from nova.compute import manager as nova_manager
@@ -16,10 +14,13 @@ from nova.compute import resource_tracker
 from nova.network import neutron
 from nova import safe_utils
 from nova.scheduler.client import report
+from nova import version
 from nova.virt import driver as virt_driver
+from nova.virt import hardware
 from oslo_log import log as logging
-
-from nova_evac_cleanup import releases
+from packaging import requirements
+from packaging import specifiers
+from packaging import version as packaging_version
 
 LOG = logging.getLogger(__name__)
 
@@ -33,10 +34,9 @@ _COSTS = {
             'cleanup of a failed spawn still runs',
     SEEN: 'a failed evacuation nova\'s handler ended is read again to be '
           'sure; the cleanup of a failed spawn still runs',
-    HELPER: 'what needs them (the volume connections of a failed '
-            'evacuation, the source\'s give-back of its volumes and ports) '
-            'logs the commands to run by hand; the cleanup of a failed spawn '
-            'still runs',
+    HELPER: 'what needs them (a failed evacuation\'s volume connections, '
+            'the source\'s give-back) logs the commands to run by hand; the '
+            'cleanup of a failed spawn still runs',
 }
 
 _MANAGER = nova_manager.ComputeManager
@@ -76,8 +76,7 @@ NAMES = {
     (_MANAGER, '_update_volume_attachments'): (
         HELPER, 'self context instance bdms'),
     (_MANAGER, '_complete_volume_attachments'): (HELPER, 'self context bdms'),
-    # The give-back's binding of a port with a PCI device or a resource
-    # request.
+    # The give-back's binding of a port with a PCI device or resources.
     (neutron.API, '_get_port_pci_dev'): (HELPER, 'self instance port'),
     (neutron.API, '_get_pci_device_profile'): (HELPER, 'self pci_dev'),
     (neutron.API, '_has_resource_request'): (
@@ -105,16 +104,15 @@ def changed():
             found = ['<unreadable>']
         if found != expected:
             result[name] = '%s.%s(%s) expected, %s found' % (
-                owner.__name__, name, ', '.join(expected),
-                'no such method' if found is None else
-                '(%s)' % ', '.join(found))
+                owner.__name__, name, ', '.join(expected), 'no such method'
+                if found is None else '(%s)' % ', '.join(found))
     return result
 
 
 def problems(cost):
     """The names whose change costs ``cost``, as sentences."""
-    result = [why for (_owner, name), (kind, _) in NAMES.items()
-              if kind == cost for why in [changed().get(name)] if why]
+    result = [changed()[name] for (_owner, name), (kind, _) in NAMES.items()
+              if kind == cost and name in changed()]
     if cost == HOOK and nova_has_the_fix():
         result.insert(0, 'this nova already destroys the guest of a failed '
                       'evacuation (the nova-evac-cleanup patch series is '
@@ -123,11 +121,7 @@ def problems(cost):
 
 
 def check(host):
-    """Log one ERROR per degraded mode.
-
-    :returns: the costs that hold on this nova: :data:`HOOK` (the cleanup
-        runs), then :data:`FINISH` and :data:`SEEN` (watched), by cost
-    """
+    """Log one ERROR per degraded cost; return whether each cost holds."""
     changed.cache_clear()
     runs = {}
     for cost in (HOOK, FINISH, SEEN, HELPER):
@@ -136,7 +130,7 @@ def check(host):
             LOG.error('nova-evac-cleanup on %s: %s. %s.', host,
                       '; '.join(found), _COSTS[cost])
         runs[cost] = runs.get(HOOK, True) and not found
-    problem = runs[HOOK] and releases.release_problem()
+    problem = runs[HOOK] and release_problem()
     if problem:
         LOG.error('nova-evac-cleanup on %s: %s: it runs as on those '
                   'releases; the cleanup of a failed spawn still runs.',
@@ -145,13 +139,9 @@ def check(host):
 
 
 def helper(obj, name):
-    """``obj``'s private nova helper ``name`` (one of :data:`NAMES`).
-
-    :raises HelperChanged: this nova lacks it or changed it
-    """
-    why = changed().get(name)
-    if why:
-        raise HelperChanged(why)
+    """``obj``'s private nova helper ``name``; :exc:`HelperChanged` if not."""
+    if name in changed():
+        raise HelperChanged(changed()[name])
     return getattr(obj, name)
 
 
@@ -167,3 +157,57 @@ def nova_has_the_fix():
     method = getattr(_MANAGER, '_rebuild_default_impl', None)
     return method is not None and (
         'on_shared_storage' in inspect.signature(method).parameters)
+
+
+def supported_range():
+    """The nova specifiers of the package's metadata; '' if unreadable."""
+    try:
+        found = metadata.requires('nova-evac-cleanup') or ()
+    except metadata.PackageNotFoundError:
+        return ''
+    return next((str(r.specifier) for r in map(requirements.Requirement, found)
+                 if r.name == 'nova'), '')
+
+
+def release_problem(release=None):
+    """Why ``release`` (the installed nova's) is outside the range, or None."""
+    release, supported = release or version.version_string(), supported_range()
+    if not supported:
+        return ('the nova releases nova-evac-cleanup supports cannot be read '
+                'from its package metadata (nova-evac-cleanup)')
+    try:
+        if specifiers.SpecifierSet(supported).contains(release, True):
+            return None
+    except ValueError:  # an unparsable release is outside
+        pass
+    return ('nova %s is not one of the releases nova-evac-cleanup was '
+            'written and tested for (nova%s)%s' % (
+                release, supported, '; it deletes the vTPM secret of an '
+                'instance with its disks (bug 2125030): those of an '
+                'instance with a vTPM are kept'
+                if deletes_vtpm_secret(release) else ''))
+
+
+def deletes_vtpm_secret(release):
+    """Whether libvirt's destroy with the disks deletes the vTPM secret."""
+    try:
+        found = packaging_version.Version(release).release[:3]
+    except packaging_version.InvalidVersion:
+        return True  # an unknown release counts as one that does
+    # Until nova commit 787d2a1300 (bug 2125030): 31.3.0, 32.2.0, 33.0.0.
+    return found < (31, 3, 0) or (32, 0, 0) <= found < (32, 2, 0)
+
+
+def vtpm_hazard(instance):
+    """Why ``instance``'s disks stay (its source needs its vTPM), or None."""
+    release = version.version_string()
+    if not deletes_vtpm_secret(release):
+        return None
+    try:
+        vtpm = (instance.system_metadata.get('vtpm_secret_uuid') or
+                hardware.get_vtpm_constraint(instance.flavor,
+                                             instance.image_meta))
+    except Exception:
+        vtpm = True  # an instance that cannot be read keeps its disks
+    return ('the instance has a vTPM, whose secret nova %s deletes with its '
+            'disks (bug 2125030)' % release) if vtpm else None

@@ -25,7 +25,7 @@ import os
 from nova import objects
 from oslo_log import log as logging
 
-from nova_evac_cleanup import releases
+from nova_evac_cleanup import nova_support
 
 LOG = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ def claim(entry, instance):
                     'the files not on shared storage: they are kept',
                     path, instance=instance)
         entry.shared = None
-    keep = entry.shared is False and releases.vtpm_hazard(instance)
+    keep = entry.shared is False and nova_support.vtpm_hazard(instance)
     if keep:
         LOG.warning('The disks of the evacuation to %s are kept whatever '
                     'happens: %s', entry.host, keep, instance=instance)

@@ -22,7 +22,6 @@ from nova_evac_cleanup import conf
 from nova_evac_cleanup import host_lock
 from nova_evac_cleanup import journal
 from nova_evac_cleanup import nova_support
-from nova_evac_cleanup import releases
 
 HOST = 'compute1'
 
@@ -312,10 +311,10 @@ class TestNovaSupport(test.NoDBTestCase):
                             ('33.0.0', True), ('34.0.0', True),
                             ('34.1.0.dev12', True), ('35.0.0', False),
                             ('35.0.0.0b1', False), ('30.2.0', False)):
-            problem = releases.release_problem(version)
+            problem = nova_support.release_problem(version)
             self.assertEqual(ok, not problem, (version, problem))
             if not ok:
-                self.assertIn(releases.supported_range(), problem)
+                self.assertIn(nova_support.supported_range(), problem)
                 self.assertIn(version, problem)
         # Its hooks are not the range's business.
         with mock.patch('nova.version.version_string',
@@ -330,7 +329,7 @@ class TestNovaSupport(test.NoDBTestCase):
                                  ('33.0.0', False), ('35.0.0', False),
                                  ('31.3.1.dev4', False), ('not-a-version',
                                                           True)):
-            self.assertEqual(deletes, releases.deletes_vtpm_secret(
+            self.assertEqual(deletes, nova_support.deletes_vtpm_secret(
                 version), version)
 
     def test_vtpm_hazard(self):
@@ -339,15 +338,15 @@ class TestNovaSupport(test.NoDBTestCase):
         instance.flavor.extra_specs = {}
         with mock.patch('nova.version.version_string',
                         return_value='32.1.0'):
-            self.assertIsNone(releases.vtpm_hazard(instance))
+            self.assertIsNone(nova_support.vtpm_hazard(instance))
             instance.system_metadata['image_hw_tpm_version'] = '2.0'
-            self.assertIn('bug 2125030', releases.vtpm_hazard(instance))
+            self.assertIn('bug 2125030', nova_support.vtpm_hazard(instance))
             del instance.system_metadata['image_hw_tpm_version']
             instance.system_metadata['vtpm_secret_uuid'] = 'a-secret'
-            self.assertIn('vTPM', releases.vtpm_hazard(instance))
+            self.assertIn('vTPM', nova_support.vtpm_hazard(instance))
         with mock.patch('nova.version.version_string',
                         return_value='32.2.0'):
-            self.assertIsNone(releases.vtpm_hazard(instance))
+            self.assertIsNone(nova_support.vtpm_hazard(instance))
 
     def test_one_place_states_the_range(self):
         """The range is requirements.txt's, as the package declares it."""
@@ -356,7 +355,7 @@ class TestNovaSupport(test.NoDBTestCase):
             [line] = [line for line in stream if line.startswith('nova')]
         declared = line.split('#')[0].strip()[len('nova'):]
         self.assertEqual(sorted(declared.split(',')),
-                         sorted(releases.supported_range().split(',')))
+                         sorted(nova_support.supported_range().split(',')))
 
     def test_patched_nova(self):
         def _rebuild_default_impl(self, context, instance,
