@@ -33,8 +33,6 @@ def report(manager, context, delete=False):
     """
     nodes = records.nodes(context, manager.host)
     found, examined = sweep.survey(manager, context, nodes, delete)
-    found = [f for f in found if f.ended or f.leaves_something() or
-             _refuses(f) or f.verdict.decision == rule.END]
     result = {
         'host': manager.host,
         'delete': delete,
@@ -57,15 +55,6 @@ def report(manager, context, delete=False):
         if not left:
             result['missing_allocations'].append(instance.uuid)
     return result
-
-
-def _refuses(finding):
-    """Whether it makes the next evacuation of the server here fail."""
-    entry, left, instance = finding.entry, finding.left, finding.state.instance
-    return bool(entry is not None and not entry.shared and
-                (left.guest or (left.files and entry.spawned)) and
-                instance is not None and not instance.deleted and
-                instance.host != finding.host)
 
 
 def _disks(finding):
@@ -118,7 +107,7 @@ def _as_dict(finding):
         'ended': finding.ended, 'instance': finding.uuid,
         'journaled': entry is not None,
         'kept': entry is not None and entry.phase == journal.KEPT,
-        'refuses_evacuations': _refuses(finding),
+        'refuses_evacuations': finding.refuses(),
         'instance_exists': bool(instance and not instance.deleted),
         'migration': migration.uuid if migration else (
             entry and entry.migration_uuid),

@@ -8,14 +8,18 @@ nothing; no code branches on a verdict's kind, a word of the report.
 """
 
 import collections
+import dataclasses
 
 from nova.compute import task_states
 from nova.compute import vm_states
+from nova import objects
 from nova.objects import fields
 
 from nova_evac_cleanup import guest
 from nova_evac_cleanup import journal
+from nova_evac_cleanup import leftovers
 from nova_evac_cleanup import ownership
+from nova_evac_cleanup import records
 
 END, FORGET, KEEP = 'end', 'forget', 'keep'
 #: Never set by nova's API, which sets ``rebuilding`` whatever the task
@@ -137,3 +141,66 @@ def _ours(entry, state, left, keep, journaled):
     return Verdict(keep, 'interrupted-reset', 'the instance is %s in task '
                    'state %s, not the evacuation\'s (reset by an '
                    'operator?)' % (instance.vm_state, task))
+
+
+@dataclasses.dataclass
+class Finding(object):
+    """One evacuation to this host: as read, the verdict, what was done.
+
+    ``entry`` is None for what only the database shows: never acted on.
+    ``done`` and ``errors`` are the ending's; ``ended``: it released the
+    server.
+    """
+
+    host: str
+    entry: journal.Entry | None
+    state: records.State
+    left: Left
+    verdict: Verdict
+    done: list = dataclasses.field(default_factory=list)
+    errors: list = dataclasses.field(default_factory=list)
+    ended: bool = False
+
+    @property
+    def uuid(self):
+        instance = self.state.instance
+        return instance.uuid if instance else self.entry.instance_uuid
+
+    def leaves_something(self):
+        """Whether anything of it is here, but the server's own files."""
+        left, entry = self.left, self.entry
+        return bool(left.guest or left.allocations or (
+            left.files and not (entry is not None and entry.shared)))
+
+    def refuses(self):
+        """Whether it makes the next evacuation of the server here fail."""
+        entry, left, instance = self.entry, self.left, self.state.instance
+        return bool(entry is not None and not entry.shared and
+                    (left.guest or (left.files and entry.spawned)) and
+                    instance is not None and not instance.deleted and
+                    instance.host != self.host)
+
+    def commands(self):
+        """What an operator would run to end what it kept here."""
+        instance, left, entry = self.state.instance, self.left, self.entry
+        if instance is None or instance.deleted or (
+                self.verdict.decision == FORGET):
+            return []
+        return leftovers.commands(
+            self.host, instance, left.guest, left.files,
+            shared=entry is not None and entry.shared,
+            shared_with=instance.host, providers=left.allocations,
+            task_stuck=instance.task_state in task_states.rebuild_states)
+
+
+def examine(manager, context, host_nodes, entry=None, instance_uuid=None,
+            migration_uuid=None):
+    """A :class:`Finding`: the state read, what is left here, the verdict."""
+    uuid = instance_uuid or entry.instance_uuid
+    state = records.read(context, uuid,
+                         entry.migration_uuid if entry else migration_uuid)
+    # A deleted instance is looked for here by its uuid.
+    left = left_here(manager, context, state.instance or
+                     objects.Instance(uuid=uuid), entry, host_nodes)
+    return Finding(manager.host, entry, state, left,
+                   decide(manager.host, entry, state, left))

@@ -9,9 +9,6 @@ and one action for it: the ending then the entry's end, the entry
 forgotten, or nothing but a report.
 """
 
-import dataclasses
-
-from nova.compute import task_states
 from nova import objects
 from oslo_config import cfg
 from oslo_log import log as logging
@@ -25,61 +22,6 @@ from nova_evac_cleanup import rule
 
 CONF = cfg.CONF
 LOG = logging.getLogger(__name__)
-
-
-@dataclasses.dataclass
-class Finding(object):
-    """One evacuation to this host: as read, the verdict, what was done.
-
-    ``entry`` is None for what only the database shows: never acted on.
-    ``done`` and ``errors`` are the ending's; ``ended``: it released the
-    server.
-    """
-
-    host: str
-    entry: object
-    state: records.State
-    left: rule.Left
-    verdict: rule.Verdict
-    done: list = dataclasses.field(default_factory=list)
-    errors: list = dataclasses.field(default_factory=list)
-    ended: bool = False
-
-    @property
-    def uuid(self):
-        instance = self.state.instance
-        return instance.uuid if instance else self.entry.instance_uuid
-
-    def leaves_something(self):
-        """Whether anything of it is here, but the server's own files."""
-        left, entry = self.left, self.entry
-        return bool(left.guest or left.allocations or (
-            left.files and not (entry is not None and entry.shared)))
-
-    def commands(self):
-        """What an operator would run to end what it kept here."""
-        instance = self.state.instance
-        if instance is None or instance.deleted or (
-                self.verdict.decision == rule.FORGET):
-            return []
-        return leftovers.commands(
-            self.host, instance, self.left.guest, self.left.files,
-            shared=self.entry is not None and self.entry.shared,
-            shared_with=instance.host, providers=self.left.allocations,
-            task_stuck=instance.task_state in task_states.rebuild_states)
-
-
-def examine(manager, context, host_nodes, entry=None, instance_uuid=None,
-            migration_uuid=None):
-    """A :class:`Finding`: the state read, what is left here, the verdict."""
-    uuid = instance_uuid or entry.instance_uuid
-    state = records.read(context, uuid,
-                         entry.migration_uuid if entry else migration_uuid)
-    # A deleted instance is looked for here by its uuid.
-    left = rule.left_here(manager, context, state.instance or
-                          objects.Instance(uuid=uuid), entry, host_nodes)
-    return Finding(manager.host, entry, state, left,
-                   rule.decide(manager.host, entry, state, left))
 
 
 def on_start(manager, context, locked):
@@ -136,10 +78,11 @@ def settle(manager, context, entry, host_nodes, act=True, ending=None):
 
     :param ending: the :class:`~nova_evac_cleanup.ending.Ending` to end it
         with; by default one that journals each step durably
-    :returns: the :class:`Finding`
+    :returns: the :class:`~nova_evac_cleanup.rule.Finding`
     """
-    finding = examine(manager, context, host_nodes, entry)
-    decision, instance = finding.verdict.decision, finding.state.instance
+    finding = rule.examine(manager, context, host_nodes, entry)
+    decision, state = finding.verdict.decision, finding.state
+    instance = state.instance
     if not act or decision == rule.KEEP:
         _log(finding)
         return finding
@@ -147,11 +90,11 @@ def settle(manager, context, entry, host_nodes, act=True, ending=None):
             entry.host):
         # What nova's finish_evacuation left (this host may have died in
         # it) is done.
-        records.finish(context, instance, finding.state.migration)
+        records.finish(context, instance, state.migration)
     elif decision == rule.END:
         ending = ending or endings.Ending(manager, context, entry)
         try:
-            finding.ended = ending.end(finding.state)
+            finding.ended = ending.end(state)
         finally:
             finding.done, finding.errors = ending.done, ending.errors
         if not finding.ended:
@@ -166,7 +109,8 @@ def settle(manager, context, entry, host_nodes, act=True, ending=None):
 def survey(manager, context, host_nodes, act):
     """The audit's: each journal entry settled, then :func:`unjournaled`.
 
-    :returns: the findings, and how many evacuations were examined
+    :returns: the findings to report, and how many evacuations were
+        examined
     """
     entries = journal.entries(manager.host)
     found = [settle(manager, context, entry, host_nodes, act=act)
@@ -174,7 +118,9 @@ def survey(manager, context, host_nodes, act):
     others, examined = unjournaled(
         manager, context, {entry.instance_uuid for entry in entries},
         host_nodes)
-    return found + others, len(entries) + examined
+    return ([f for f in found + others if f.ended or f.leaves_something() or
+             f.refuses() or f.verdict.decision == rule.END],
+            len(entries) + examined)
 
 
 def unjournaled(manager, context, known, host_nodes):
@@ -213,8 +159,9 @@ def unjournaled(manager, context, known, host_nodes):
             candidates[uuid] = migration
     found = []
     for uuid, migration in candidates.items():
-        finding = examine(manager, context, host_nodes, instance_uuid=uuid,
-                          migration_uuid=migration and migration.uuid)
+        finding = rule.examine(manager, context, host_nodes,
+                               instance_uuid=uuid,
+                               migration_uuid=migration and migration.uuid)
         instance = finding.state.instance
         if (finding.verdict.decision == rule.KEEP and
                 finding.leaves_something() and instance is not None and
