@@ -2,15 +2,9 @@
 
 """The one ending of an evacuation to this host that did not move the server.
 
-:meth:`Ending.end` holds the server (a compare-and-swap of its task state
-to :data:`~nova_evac_cleanup.rule.HOLD`, once the entry records it), runs
-:data:`STEPS`, each safe to run again and recorded once done, and releases
-the server last, from the hold. Before each step the state is read again
-and must still be held: an HA tool's evacuation since is left alone. What
-nova's own handler already did is found done by reading.
+The server is held (task state :data:`~nova_evac_cleanup.rule.HOLD`) from
+the first of :data:`STEPS` to the release; one evacuated since is left alone.
 """
-
-import collections
 
 from nova.compute import vm_states
 from nova import exception
@@ -27,13 +21,7 @@ LOG = logging.getLogger(__name__)
 
 
 class Ending(object):
-    """One evacuation to this host being ended.
-
-    :param record: writes the entry after each step; logs a failure (the
-        failure handler); by default raises it, the entry written durably
-    :param network_info: and ``block_device_info``: what spawn was given
-    :param error: the error that failed it, if this process saw it
-    """
+    """One evacuation to this host being ended, with what spawn was given."""
 
     def __init__(self, manager, context, entry, record=None,
                  network_info=None, block_device_info=None, error=None):
@@ -42,8 +30,7 @@ class Ending(object):
         self.record = record or (lambda: journal.write(entry, durable=True))
         self.network_info = network_info
         self.block_device_info = block_device_info
-        self.error = error
-        self.done, self.errors = [], []
+        self.error, self.done, self.errors = error, [], []
 
     def _log(self, text, *args, level='info', instance=None):
         getattr(LOG, level)('Evacuation %s to %s: ' + text,
@@ -52,7 +39,7 @@ class Ending(object):
                             instance_uuid=self.entry.instance_uuid)
 
     def step(self, name, state):
-        """Run step ``name``; record it done. Whether it succeeded."""
+        """Run step ``name``, recorded once done: whether it succeeded."""
         try:
             fact = getattr(self, STEPS[name])(state)
         except Exception as error:
@@ -67,7 +54,7 @@ class Ending(object):
         self.record()
         return True
 
-    # The steps: each returns what it did, or None.
+    # The steps, each safe to run again: each returns what it did, or None.
 
     def fail_migration(self, state):
         if state.migration.status in rule.RUNNING and records.set_status(
@@ -88,23 +75,20 @@ class Ending(object):
                                self.entry)
 
     def remove_allocation(self, state):
-        """This host's part removed; if none is left, how to heal it."""
-        uuid = self.entry.instance_uuid
-        allocations = self.manager.reportclient.get_allocs_for_consumer(
+        uuid, client = self.entry.instance_uuid, self.manager.reportclient
+        allocations = client.get_allocs_for_consumer(
             self.context, uuid).get('allocations') or {}
-        here = sorted(set(allocations) & set(
+        here = sorted(set(allocations).intersection(
             records.nodes(self.context, self.host)))
-        remove = (self.manager.reportclient.
-                  remove_provider_tree_from_instance_allocation)
         for rp in here:
-            if not remove(self.context, uuid, rp):
+            if not client.remove_provider_tree_from_instance_allocation(
+                    self.context, uuid, rp):
                 raise exception.AllocationDeleteFailed(
                     consumer_uuid=uuid,
                     error='could not remove the allocation against %s' % rp)
         if len(here) == len(allocations):
             self._log('the instance has no allocation left; run: %s',
-                      runbook.heal_allocations(uuid).command,
-                      level='warning')
+                      runbook.heal_allocations(uuid).command, level='warning')
         return here and 'removed the allocation against %s' % ', '.join(here)
 
     def drop_context(self, state):
@@ -112,25 +96,20 @@ class Ending(object):
             return 'dropped the migration context'
 
     def record_fault(self, state):
-        if state.faulted:
-            return None
-        error = self.entry.error
-        records.add_fault(self.context, state.instance, self.error or (
-            records.EvacuationFailedThenInterrupted(host=self.host,
-                                                    error=error)
-            if error else records.EvacuationInterrupted(host=self.host)))
-        return 'recorded the fault'
+        if not state.faulted:
+            records.add_fault(self.context, state.instance, self.error or (
+                records.EvacuationFailedThenInterrupted(
+                    host=self.host, error=self.entry.error)
+                if self.entry.error else
+                records.EvacuationInterrupted(host=self.host)))
+            return 'recorded the fault'
 
     def end(self, state):
-        """Hold the server, end it step by step, release it: whether it did.
-
-        :param state: read after the verdict to end it
-        """
+        """Hold, end and release the server: whether it did."""
         entry, instance = self.entry, state.instance
         if entry.phase == journal.RELEASING:
             # Only the release, or only the entry, was left.
-            return instance.task_state != rule.HOLD or self._release(
-                instance)
+            return instance.task_state != rule.HOLD or self._release(instance)
         if entry.phase != journal.ENDING:
             # Write-ahead: from here on, the task state is this host's.
             entry.phase, entry.held_from = journal.ENDING, instance.task_state
@@ -138,9 +117,7 @@ class Ending(object):
         if not self._hold(instance):
             return False
         failed = []
-        for name in STEPS:
-            if name in entry.done:
-                continue
+        for name in [name for name in STEPS if name not in entry.done]:
             state = records.read(self.context, entry.instance_uuid,
                                  entry.migration_uuid)
             if not rule.held(self.host, state):
@@ -162,14 +139,11 @@ class Ending(object):
         return self._release(state.instance)
 
     def _hold(self, instance):
-        """The server to the hold, from the task state it was found in.
-
-        Given back at once if a newer operation shares that task state
-        (nova's API sets ``rebuilding`` whatever it was).
-        """
-        found = self.entry.held_from
+        # Given back at once if a newer operation shares the task state it
+        # was found in (nova's API sets ``rebuilding`` whatever it was).
         if instance.task_state == rule.HOLD:
             return True
+        found = self.entry.held_from
         try:
             records.set_task_state(self.context, instance, found, rule.HOLD)
             state = records.read(self.context, instance.uuid,
@@ -208,12 +182,11 @@ class Ending(object):
 
 
 #: The steps after the hold, in order, by the names the entry records.
-STEPS = collections.OrderedDict([
-    ('migration', 'fail_migration'), ('destroy', 'destroy_guest'),
-    ('volumes', 'release_volumes'), ('allocation', 'remove_allocation'),
-    ('context', 'drop_context'), ('fault', 'record_fault')])
-#: Those whose failure keeps the hold (the rest still run): a running
-#: migration makes the source destroy its guest as it starts; a running
-#: guest here, or a connection, is a second writer on the server's disks;
-#: an allocation here fails the next evacuation here.
+STEPS = {'migration': 'fail_migration', 'destroy': 'destroy_guest',
+         'volumes': 'release_volumes', 'allocation': 'remove_allocation',
+         'context': 'drop_context', 'fault': 'record_fault'}
+#: Those whose failure keeps the hold (the rest still run): a migration
+#: left running makes the source destroy its guest when it starts; a guest
+#: or a connection here is a second writer on the server's disks; an
+#: allocation here fails the next evacuation here.
 REQUIRED = ('migration', 'destroy', 'volumes', 'allocation')

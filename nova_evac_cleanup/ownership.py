@@ -2,22 +2,13 @@
 
 """Proof that an instance directory is an evacuation's own to remove.
 
-Disks may only be removed where the evacuation made them: on a failed
-evacuation the disks on storage shared with the source (a shared instance
-directory, RBD) are the only copy of the server's data. nova answers
-whether the files are shared before spawn, but that answer can be wrong (a
-share that was unreachable when nova looked), and a share can be mounted
-over the instances path afterwards.
-
-So just before spawn, when nova found the files not shared, the
-evacuation journals (fsynced) that the instance directory does not exist
-yet, and the filesystem it will be made on. nova's driver then creates it
-itself, as on stock nova, and so knows it may clean it up (libvirt's
-``created_instance_dir``). What is at that path afterwards, on that
-filesystem, was made by the evacuation's spawn: anything newer that could
-have made it is an operation the rule (:mod:`nova_evac_cleanup.rule`)
-never acts over. :func:`proof` is taken right before anything removes
-disks; anything else keeps them.
+After a failed evacuation, disks shared with the source are the only copy
+of the server's data, and nova's "not shared" can be wrong (a share it
+could not reach, or one mounted there since). So before spawn the journal
+notes (fsynced) that the directory is absent, and its filesystem; nova's
+driver makes it, as on stock nova, so its own cleanup may remove it. What
+is there later, on that filesystem, is the spawn's (anything newer is an
+operation the rule never acts over): disks go only with :func:`proof`.
 """
 
 import os
@@ -31,23 +22,13 @@ LOG = logging.getLogger(__name__)
 
 
 def instance_path(instance_uuid):
-    """The instance directory on this host, where the libvirt driver keeps it.
-
-    nova's own ``libvirt_utils.get_instance_path``: the one place the
-    libvirt driver finds it, so the two never disagree. Imported here:
-    it loads libvirt's helpers, which only this needs.
-    """
-    from nova.virt.libvirt import utils as libvirt_utils
-
-    return libvirt_utils.get_instance_path(
-        objects.Instance(uuid=instance_uuid))
+    """The instance directory here, as the libvirt driver finds it."""
+    from nova.virt.libvirt import utils  # only this needs libvirt's helpers
+    return utils.get_instance_path(objects.Instance(uuid=instance_uuid))
 
 
 def filesystem(path):
-    """The id of the filesystem ``path`` is on, or would be created on.
-
-    :raises OSError: if it cannot be read
-    """
+    """The id of the filesystem ``path`` is or would be made on; OSError."""
     path = os.path.abspath(path)
     while not os.path.lexists(path):
         path = os.path.dirname(path)
@@ -55,13 +36,8 @@ def filesystem(path):
 
 
 def claim(entry, instance):
-    """Note in ``entry``, before spawn, the directory spawn will make.
-
-    Only where nova found the files not shared. A directory there already
-    (a share unreachable when nova looked, or a leftover) turns nova's
-    answer into "unknown"; on a nova that would delete the vTPM secret
-    with the disks, they are kept too. Never raises.
-    """
+    """Note in ``entry`` the directory spawn will make; never raises."""
+    # A directory there already (a share nova missed, a leftover): unknown.
     entry.spawned = True
     path = instance_path(instance.uuid)
     if entry.shared is False and os.path.lexists(path):
@@ -83,10 +59,7 @@ def claim(entry, instance):
 
 
 def proof(entry):
-    """Whether the instance directory here is, right now, ``entry``'s.
-
-    :returns: ``(True, None)``, or ``(False, reason)``
-    """
+    """Whether the directory here is ``entry``'s now: ``(owns, why not)``."""
     if entry.shared is not False:
         return False, ('the evacuation did not find the files to be off '
                        'shared storage before spawn (%s)' % (
@@ -108,13 +81,8 @@ def proof(entry):
 
 
 def contents(path):
-    """The files at the top of ``path`` with their sizes.
-
-    The libvirt driver keeps an instance's files flat in its directory; one
-    ``scandir`` of that directory is all that is read.
-
-    :raises OSError: if the directory exists but cannot be read
-    """
+    """The sizes of the files directly in ``path``; OSError if unreadable."""
+    # One scandir: the libvirt driver keeps an instance's files flat.
     result = {}
     try:
         with os.scandir(path) as listing:
