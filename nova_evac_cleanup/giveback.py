@@ -1,11 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 
-"""The source takes back the volumes and ports of a failed evacuation.
-
-Never over a newer operation: ports at the revision read, attachments by
-the id read, once the evacuation is confirmed the server's newest
-migration (the operator guide, "Ports and volumes").
-"""
+"""The source takes back the volumes and ports of a failed evacuation."""
 
 from nova.compute import vm_states
 from nova.network import neutron
@@ -34,17 +29,12 @@ class Tries(object):
     def __init__(self):
         self.count, self.done = {}, set()
 
-    def due(self, key):
-        return key not in self.done and self.count.get(key, 0) < TRIES
-
-    def pending(self):
-        return {uuid for (uuid, _m), n in self.count.items() if n < TRIES}
-
 
 def give_back_all(manager, context, tries, start=False):
     """Give back what failed evacuations from here left; never raises."""
     try:
-        instances = servers(manager, context, tries.pending(), start)
+        instances = servers(manager, context, {
+            uuid for (uuid, _m), n in tries.count.items() if n < TRIES}, start)
     except Exception:
         LOG.exception('Could not look for failed evacuations from %s',
                       manager.host)
@@ -53,9 +43,8 @@ def give_back_all(manager, context, tries, start=False):
         try:
             give_back(manager, context, instance, tries)
         except Exception:
-            LOG.exception('Could not give the server of the failed '
-                          'evacuation back to %s', manager.host,
-                          instance=instance)
+            LOG.exception('Could not give the server back to %s',
+                          manager.host, instance=instance)
 
 
 def servers(manager, context, uuids, history):
@@ -67,9 +56,8 @@ def servers(manager, context, uuids, history):
     if history:
         uuids.update(m.instance_uuid for m in objects.MigrationList.
                      get_by_filters(context, {
-                         'source_compute': manager.host,
-                         'migration_type': 'evacuation',
-                         'status': list(FAILED)}))
+                         'source_compute': manager.host, 'status': FAILED,
+                         'migration_type': 'evacuation'}))
     uuids -= {instance.uuid for instance in found}
     if uuids:
         found.extend(objects.InstanceList.get_by_filters(
@@ -79,20 +67,18 @@ def servers(manager, context, uuids, history):
 
 def evacuation(context, host, instance):
     """Its newest migration if an ended evacuation from here, else None."""
-    if instance.host != host or instance.task_state is not None:
-        return None
-    newest = records.newest_move(context, instance.uuid)
-    if newest and newest.migration_type == 'evacuation' and (
-            newest.status in ENDED and newest.source_compute == host):
-        return newest
-    return None
+    newest = instance.host == host and instance.task_state is None and (
+        records.newest_move(context, instance.uuid))
+    return newest if newest and newest.migration_type == 'evacuation' and (
+        newest.status in ENDED and newest.source_compute == host) else None
 
 
 def give_back(manager, context, instance, tries):
-    """Give one server its volumes and ports back here, if it is due."""
+    """Give one server back here what is due, never over a newer operation."""
     migration = evacuation(context, manager.host, instance)
     key = (instance.uuid, migration and migration.uuid)
-    if migration is None or not tries.due(key):
+    if (migration is None or key in tries.done or
+            tries.count.get(key, 0) >= TRIES):
         return
     client = neutron.get_client(context, admin=True)
     volumes = attachments.unused(manager, context, instance)
@@ -115,9 +101,8 @@ def give_back(manager, context, instance, tries):
     ports_left = ports and port_bindings.away(client, instance)
     if not (volumes_left or ports_left):
         tries.done.add(key)
-        LOG.warning('Evacuation %s from %s failed: gave back to %s the '
-                    'server\'s volumes %s and ports %s', migration.uuid,
-                    manager.host, manager.host,
+        LOG.warning('Evacuation %s failed: gave back to %s the server\'s '
+                    'volumes %s and ports %s', migration.uuid, manager.host,
                     [bdm.volume_id for bdm in volumes],
                     [port['id'] for port in ports], instance=instance)
         return
@@ -132,12 +117,13 @@ def give_back(manager, context, instance, tries):
             LOG.warning('%s: %s', why, error, instance=instance)
     if count < TRIES:
         return
-    port_bindings.report(instance, ports_left, why)
+    port_bindings.report_away(manager, context, instance, why, ports_left)
     for bdm in volumes_left:
-        LOG.warning('Volume %s of the server is not connected on %s (%s: '
-                    '%s): once checked, run: %s', bdm.volume_id,
-                    manager.host, why, errors.get(bdm.volume_id),
-                    attachments.by_hand(manager, instance, bdm),
+        LOG.warning('Volume %s of the server is not connected (%s: %s): '
+                    'once checked, run: %s', bdm.volume_id, why,
+                    errors.get(bdm.volume_id), ' && '.join(
+                        runbook.refresh_volumes(manager.host, instance.uuid,
+                                                [bdm.volume_id])),
                     instance=instance)
 
 
