@@ -52,25 +52,27 @@ def _left(driver, entry, instance):
     return present, files if entry.spawned else {}
 
 
-def end(driver, entry, instance, forget=False):
+def end(driver, entry, instance, forget=False, moved=False):
     """The evacuation of ``entry`` ended: forget it, or record it as kept.
 
-    Its entry goes if nothing of it is left here; if the instance lives
-    here, every entry of it goes (the directory is its own). Otherwise it
-    is recorded as kept (on shared storage, the files are the server's own
-    and are kept with it). Never raises: on an error the entry stays as it
-    is, which keeps everything.
+    Its entry goes if nothing of it is left here. Otherwise it is recorded
+    as kept (on shared storage, the files are the server's own and are
+    kept with it). Never raises: on an error the entry stays as it is,
+    which keeps everything.
 
     :param forget: nothing of it needs a record (the rule's verdict)
+    :param moved: nova saved the instance here (its rebuild code
+        returned): every entry of it here goes, the directory is its own.
+        Never taken from the instance object after a failure: nova may
+        have named this host in it without saving it.
     :returns: whether something of it is kept
     """
     try:
-        lives_here = getattr(instance, 'host', None) == entry.host
-        guest_left, files = (None, {}) if forget or lives_here else _left(
+        guest_left, files = (None, {}) if forget or moved else _left(
             driver, entry, instance)
         if not (guest_left or files):
             for done in (journal.entries(entry.host, entry.instance_uuid)
-                         if lives_here else [entry]):
+                         if moved else [entry]):
                 journal.remove(done)
             LOG.info('Evacuation %s to %s: nothing of it needs a record here '
                      'any more: forgotten', entry.migration_uuid, entry.host,

@@ -153,7 +153,8 @@ class EvacuateCleanupMixin(object):
             raise
         finally:
             self._evacuations.pop(instance.uuid, None)
-        leftovers.end(self.driver, evacuation.entry, instance)
+        leftovers.end(self.driver, evacuation.entry, instance,
+                      moved=instance.host == self.host)
         return result
 
     def _detach_volume(self, context, bdm, instance, *args, **kwargs):

@@ -1069,6 +1069,37 @@ class TestEndEvacuation(RebuildTestCase):
                               self._rebuild)
         self.assertEqual(1, self.mock_spawn.call_count)
 
+    def test_kept_leftover_recorded_whatever_the_instance_in_memory_says(
+            self):
+        """The entry's end goes by what nova saved, not by its object.
+
+        ``finish_evacuation`` names this host in the instance before its
+        save: should that save fail, and the read that follows, the object
+        names this host while the server is still its source's. What is
+        kept here keeps its record, and the next evacuation is refused.
+        """
+        self._guest_left_undestroyable()
+        with _running_until_powered_off(self.driver), mock.patch.object(
+                self.compute, '_do_rebuild_instance',
+                side_effect=self._rebuild_naming_this_host()):
+            self.assertRaises(SpawnFailed, self._rebuild)
+        self.assertNotEqual(self.compute.host, objects.Instance.get_by_uuid(
+            self.context, self.instance.uuid).host)
+        [entry] = journal.entries(self.compute.host)
+        self.assertEqual(journal.KEPT, entry.phase)
+
+    def _rebuild_naming_this_host(self):
+        real = self.compute._do_rebuild_instance
+
+        def rebuild(context, instance, *args, **kwargs):
+            try:
+                return real(context, instance, *args, **kwargs)
+            finally:
+                # Unsaved, as a failed save in finish_evacuation leaves it.
+                instance.host = self.compute.host
+
+        return rebuild
+
     def test_a_guest_that_still_runs_is_never_released_over(self):
         """Neither destroyed nor powered off: the ending keeps its hold."""
         self._guest_left_undestroyable()
