@@ -14,11 +14,9 @@ COMPUTE_MANAGER = 'nova_evac_cleanup.manager.ComputeManager'
 def install():
     """Make nova start its compute service with this project's manager.
 
-    nova looks its compute manager up by name in
-    ``nova.service.SERVICE_MANAGERS`` when it creates the service, so this
-    must run before that, and it only stores the class path: nova's modules
-    are imported, and eventlet or threading set up, by nova's own entry
-    point. Calling it more than once is harmless.
+    nova looks the manager up by this name when it creates the service.
+    Nothing is imported here: nova's own entry point sets eventlet or
+    threading up first. Calling it more than once is harmless.
     """
     from nova import service
 

@@ -3,9 +3,10 @@
 """One actor per host: nova-compute or ``audit --delete``, never both.
 
 A service the database shows down may still run the evacuation the audit
-would end. ``flock(2)``: the kernel drops it with its process however it
-died, and two holders in one process exclude each other (it locks an open
-file description)."""
+would end. ``flock(2)`` in nova's ``lock_path``, not oslo.concurrency's
+external lock (``lockf``, which a process shares with itself): the kernel
+drops it with its process however it died, and two holders in one process
+(nova's functional tests) exclude each other."""
 
 import fcntl
 import os
@@ -30,9 +31,8 @@ def acquire(host, timeout=0):
     """Take ``host``'s lock (an open file), waiting ``timeout`` s at most."""
     directory = lockutils.get_lock_path(cfg.CONF)
     if not directory:
-        raise HostLockHeld(
-            '[oslo_concurrency] lock_path is not set: it is needed to know '
-            'whether nova-compute runs on this host')
+        raise HostLockHeld('[oslo_concurrency] lock_path is not set: it is '
+                           'needed to know whether nova-compute runs here')
     path = os.path.join(directory, 'nova-evac-cleanup-' + host)
     deadline, lock = time.monotonic() + timeout, None
     while True:
@@ -48,8 +48,7 @@ def acquire(host, timeout=0):
                 'another process holds the evacuation-cleanup lock of %s '
                 '(%s): nova-compute or nova-evac-cleanup audit --delete is '
                 'running there' % (host, path), busy=True)
-        except OSError as error:
-            # ENOLCK on NFS...: refused, never raised out of the start.
+        except OSError as error:  # ENOLCK on NFS...: refused, never raised
             failure = HostLockHeld('cannot take the evacuation-cleanup lock '
                                    'of %s (%s): %s' % (host, path, error))
         release(lock)

@@ -1,6 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 
-"""``nova-evac-cleanup audit [--delete] [--json]``, on a compute host."""
+"""Audit, and with --delete clean up, what failed or interrupted
+evacuations left on this compute host (guests, files, journal entries,
+allocations), and list the ports and volumes they have not given back to
+it yet. Run it on the host, with its nova-compute's configuration.
+"""
 
 import json
 import logging
@@ -110,19 +114,13 @@ def main(argv=None):
         # unconnected; then nova's config.parse_args on the same arguments.
         CONF(args, project='nova', prog=PROG, version=version_line(PROG),
              usage='%(prog)s [OPTIONS] audit [--delete] [--json]',
-             description=(
-                 'Audit, and with --delete clean up, what failed or '
-                 'interrupted evacuations left on this compute host (guests, '
-                 'files, journal entries, allocations), and list the ports '
-                 'and volumes they have not given back to it yet. Run it on '
-                 'the host, with its nova-compute\'s configuration.'),
-             epilog=EPILOG)
+             description=__doc__, epilog=EPILOG)
         debug = CONF.debug
         problem = configuration.problem(CONF)
     except SystemExit as done:
         return done.code or 0
-    except cfg.Error as error:
-        problem = configuration.error_line(error)
+    except cfg.Error as error:  # a file missing, unreadable, unparsable
+        problem = configuration.describe(error)
     if problem:
         return _fail(CONFIG_ERROR, problem, debug)
     try:

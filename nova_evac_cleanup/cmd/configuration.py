@@ -7,22 +7,8 @@ naming the file or the option (exit code 5)."""
 from oslo_config import cfg
 
 
-def _line(error):
+def one_line(error):
     return ' '.join(str(error).split())
-
-
-def error_line(error):
-    """One line for an error of oslo.config's."""
-    if isinstance(error, cfg.ConfigFileParseError):
-        return 'configuration file %s: %s' % (error.config_file, error.msg)
-    for kind, what in ((cfg.ConfigFilesNotFoundError, 'file not found'),
-                       (cfg.ConfigDirNotFoundError, 'directory not found'),
-                       (cfg.ConfigFilesPermissionDeniedError,
-                        'file not readable')):
-        if isinstance(error, kind):
-            return 'configuration %s: %s' % (what, getattr(
-                error, 'config_dir', None) or ', '.join(error.config_files))
-    return 'configuration: %s' % _line(error)
 
 
 def problem(conf):
@@ -40,13 +26,10 @@ def problem(conf):
     # What nova's placement client loads, without asking placement.
     group = conf.placement.auth_section or 'placement'
     try:
-        auth_type = conf[group].auth_type
         plugin = ks_loading.load_auth_from_conf_options(conf, 'placement')
-    except ks_exceptions.MissingRequiredOptions as error:
-        return '[%s] auth_type = %s needs %s, not set in %s' % (
-            group, auth_type, ', '.join(o.dest for o in error.options), files)
     except (ks_exceptions.ClientException, cfg.Error) as error:
-        return '[%s] credentials in %s: %s' % (group, files, _line(error))
+        # keystoneauth's own words: the options an auth_type lacks...
+        return '[%s] credentials in %s: %s' % (group, files, one_line(error))
     if plugin is None:
         return ('[%s] auth_type is not set in %s: the audit reads this '
                 'host\'s allocations from placement, with the [placement] '
@@ -68,8 +51,11 @@ def problem(conf):
 
 
 def describe(error):
-    """One line saying what went wrong, and where to look."""
-    line = '%s: %s' % (type(error).__name__, _line(error) or repr(error))
+    """One line saying what went wrong, and where to look.
+
+    oslo.config's own errors already name the file or the option.
+    """
+    line = '%s: %s' % (type(error).__name__, one_line(error) or repr(error))
     module = type(error).__module__ or ''
     if module.startswith(('keystoneauth1', 'openstack')):
         line += (' (placement: check the [placement] options: auth_type, '

@@ -213,7 +213,8 @@ class AuditCommandTest(testtools.TestCase):
         missing = os.path.join(self.root, 'missing.conf')
         error = self.assert_one_line_error(self.audit(config=missing),
                                            CONFIG_ERROR)
-        self.assertIn('configuration file not found: %s' % missing, error)
+        self.assertIn('Failed to find some config files: %s' % missing,
+                      error)
 
 
 def guide_example(command, path=GUIDE):

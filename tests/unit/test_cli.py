@@ -204,17 +204,18 @@ class CommandLineTest(testtools.TestCase):
         for args in (['--config-file', missing, 'audit'],
                      ['audit', '--config-file', missing]):
             line = self.assert_config_error(self.run_script(*args))
+            # oslo.config's own words, which name the file.
             self.assertEqual(
-                '%s: error: configuration file not found: %s' % (
-                    AUDIT, missing), line)
+                '%s: error: ConfigFilesNotFoundError: Failed to find some '
+                'config files: %s' % (AUDIT, missing), line)
 
     def test_config_dir_missing(self):
         missing = os.path.join(self.root, 'missing.conf.d')
         line = self.assert_config_error(
             self.run_script('audit', '--config-dir', missing))
         self.assertEqual(
-            '%s: error: configuration directory not found: %s' % (
-                AUDIT, missing), line)
+            '%s: error: ConfigDirNotFoundError: Failed to read config file '
+            'directory: %s' % (AUDIT, missing), line)
 
     def test_config_file_unparsable(self):
         config = os.path.join(self.root, 'broken.conf')
