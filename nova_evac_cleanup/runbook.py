@@ -40,7 +40,7 @@ def refresh_volumes(host, instance_uuid, volume_ids):
 
 def cleanup_steps(host, instance_uuid, domain, task_stuck=False,
                   guest=None, instance_dir=None, shared_with=None,
-                  providers=(), heal=False):
+                  providers=()):
     """The steps, in order, that end what an evacuation left on ``host``.
 
     :param task_stuck: the server is still in a rebuild task state
@@ -50,7 +50,6 @@ def cleanup_steps(host, instance_uuid, domain, task_stuck=False,
     :param shared_with: the instance's host, when whether ``instance_dir``
         is shared with it is not known (it may hold the only disks)
     :param providers: ``host``'s providers with an allocation of it
-    :param heal: the instance has no allocation against its host
     :returns: a list of :class:`Step`; empty when nothing is left
     """
     steps = []
@@ -73,6 +72,4 @@ def cleanup_steps(host, instance_uuid, domain, task_stuck=False,
                       'allocation unset --provider %s %s' % (
                           provider, instance_uuid), None)
                  for provider in sorted(providers))
-    if heal:
-        steps.append(heal_allocations(instance_uuid))
     return steps

@@ -412,8 +412,9 @@ class DeploymentTestCase(testtools.TestCase):
             guest=left['guest_state'],
             instance_dir=None if shared else left['instance_dir'],
             providers=([d.placement.providers()[host]]
-                       if left['allocation'] else ()),
-            heal=server['OS-EXT-SRV-ATTR:host'] not in allocations)
+                       if left['allocation'] else ()))
+        if server['OS-EXT-SRV-ATTR:host'] not in allocations:
+            steps.append(runbook.heal_allocations(server_id))
         words = [step.what for step in steps]
         if then:
             words.append(then)

@@ -22,7 +22,7 @@ class TestCleanupSteps(testtools.TestCase):
         steps = runbook.cleanup_steps(
             'compute1', UUID, 'instance-00000001', task_stuck=True,
             guest='running', instance_dir='/var/lib/nova/instances/' + UUID,
-            providers=[RP], heal=True)
+            providers=[RP]) + [runbook.heal_allocations(UUID)]
         self.assertEqual(
             ['reset-state', 'virsh destroy+undefine', 'rm -rf instance dir',
              'remove the allocation', 'heal_allocations'],
