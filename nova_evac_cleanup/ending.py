@@ -4,7 +4,11 @@
 
 The server is held (task state :data:`~nova_evac_cleanup.rule.HOLD`) from
 the first of :data:`STEPS` to the release; one evacuated since is left alone.
+Each step returns what it did as a :class:`Fact`, whose words are made in
+one place, for the log and the audit's report alike.
 """
+
+import collections
 
 from nova.compute import vm_states
 from nova import exception
@@ -18,6 +22,25 @@ from nova_evac_cleanup import runbook
 from nova_evac_cleanup import volumes
 
 LOG = logging.getLogger(__name__)
+
+
+class Fact(collections.namedtuple('Fact', 'step subject')):
+    """What step ``step`` did; ``subject``: the value it returned."""
+
+    __slots__ = ()
+
+    def __str__(self):
+        step, subject = self
+        if step != 'destroy':
+            return _WORDS[step].format(
+                ', '.join(subject) if isinstance(subject, list) else subject)
+        state, kept = subject  # guest.end's
+        return '%s; %s' % (
+            'kept the guest, powered off' if state == guest.POWERED_OFF else
+            'destroyed the %s guest' % state if state else
+            'no guest was defined; disconnected what spawn connected',
+            'kept its disks: %s' % kept if kept else
+            'removed its disks (not on shared storage)')
 
 
 class Ending(object):
@@ -41,25 +64,27 @@ class Ending(object):
     def step(self, name, state):
         """Run step ``name``, recorded once done: whether it succeeded."""
         try:
-            fact = getattr(self, STEPS[name])(state)
+            subject = getattr(self, STEPS[name])(state)
         except Exception as error:
             self._log('(%s) ending it, %s failed', self.entry.error or
                       'interrupted', name, level='exception')
             self.errors.append('%s: %s' % (name, error))
             return False
-        if fact:
+        if subject:
+            fact = Fact(name, subject)
             self._log('%s', fact)
             self.done.append(fact)
         self.entry.done.append(name)
         self.record()
         return True
 
-    # The steps, each safe to run again: each returns what it did, or None.
+    # The steps, each safe to run again: each returns what it did (the
+    # subject of its Fact), or nothing.
 
     def fail_migration(self, state):
         if state.migration.status in rule.RUNNING and records.set_status(
                 self.context, state.migration, rule.RUNNING, 'failed'):
-            return 'migration set from %s to failed' % state.migration.status
+            return state.migration.status
 
     def destroy_guest(self, state):
         # Before spawn nothing here is its own.
@@ -89,11 +114,10 @@ class Ending(object):
         if len(here) == len(allocations):
             self._log('the instance has no allocation left; run: %s',
                       runbook.heal_allocations(uuid).command, level='warning')
-        return here and 'removed the allocation against %s' % ', '.join(here)
+        return here
 
     def drop_context(self, state):
-        if records.drop_context(state.instance, state.migration):
-            return 'dropped the migration context'
+        return records.drop_context(state.instance, state.migration)
 
     def record_fault(self, state):
         if not state.faulted:
@@ -102,7 +126,7 @@ class Ending(object):
                     host=self.host, error=self.entry.error)
                 if self.entry.error else
                 records.EvacuationInterrupted(host=self.host)))
-            return 'recorded the fault'
+            return True
 
     def end(self, state):
         """Hold, end and release the server: whether it did."""
@@ -174,8 +198,7 @@ class Ending(object):
             self._log('could not release the server (%s)', error,
                       level='warning', instance=instance)
             return False
-        self.done.append('set the instance from %s/%s to error/None' % (
-            previous, rule.HOLD))
+        self.done.append(Fact('release', previous))
         self._log('ended; the server is ERROR on %s', instance.host,
                   level='warning', instance=instance)
         return True
@@ -190,3 +213,9 @@ STEPS = {'migration': 'fail_migration', 'destroy': 'destroy_guest',
 #: or a connection here is a second writer on the server's disks; an
 #: allocation here fails the next evacuation here.
 REQUIRED = ('migration', 'destroy', 'volumes', 'allocation')
+_WORDS = {'migration': 'migration set from {} to failed',
+          'volumes': 'released the connections of volumes {} here',
+          'allocation': 'removed the allocation against {}',
+          'context': 'dropped the migration context',
+          'fault': 'recorded the fault',
+          'release': 'set the instance from {}/%s to error/None' % rule.HOLD}

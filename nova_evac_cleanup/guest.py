@@ -12,6 +12,8 @@ from nova_evac_cleanup import volumes
 
 LOG = logging.getLogger(__name__)
 _RESOURCES = tuple(instance_obj._MIGRATION_CONTEXT_ATTRS)
+#: What :func:`end` says of a guest it could not destroy.
+POWERED_OFF = 'powered off'
 
 
 def as_made_here(instance, resources_known=True):
@@ -48,7 +50,11 @@ def as_made_here(instance, resources_known=True):
 
 def end(manager, context, instance, entry, network_info=None,
         block_device_info=None, resources_known=True):
-    """Destroy ``entry``'s guest; its disks only with proof, taken now."""
+    """Destroy ``entry``'s guest; its disks only with proof, taken now.
+
+    :returns: the guest's :func:`state` before (or :data:`POWERED_OFF`:
+        kept, not destroyed), and why its disks were kept (None: removed)
+    """
     driver = manager.driver
     present = state(driver, instance)
     owns, why = ownership.proof(entry)
@@ -76,12 +82,8 @@ def end(manager, context, instance, entry, network_info=None,
                       'evacuation of the server here destroys it first',
                       entry.migration_uuid, entry.host, entry.error or
                       'interrupted', instance_uuid=entry.instance_uuid)
-        return 'kept the guest, powered off: it could not be destroyed'
-    return '%s; %s' % (
-        'destroyed the %s guest' % present if present else
-        'no guest was defined; disconnected what spawn connected',
-        'removed its disks (not on shared storage)' if owns else
-        'kept its disks: %s' % why)
+        return POWERED_OFF, 'it could not be destroyed'
+    return present, why
 
 
 def state(driver, instance):

@@ -13,7 +13,10 @@ LOG = logging.getLogger(__name__)
 
 
 def release(manager, context, instance, entry):
-    """Disconnect here the volumes it attached, as ``revert_resize`` does."""
+    """Disconnect here the volumes it attached, as ``revert_resize`` does.
+
+    :returns: the ids of the volumes released
+    """
     bdms = [bdm for bdm in objects.BlockDeviceMappingList.get_by_instance_uuid(
         context, entry.instance_uuid) if bdm.is_volume and entry.made(
             bdm.volume_id, bdm.attachment_id)]
@@ -34,8 +37,7 @@ def release(manager, context, instance, entry):
                 'server; nova-evac-cleanup on %s connects them there again '
                 'as it runs; without it, run: %s', entry.migration_uuid,
                 entry.host, instance.host, commands, instance=instance)
-    return 'released the connections of volumes %s here' % ', '.join(
-        bdm.volume_id for bdm in bdms)
+    return [bdm.volume_id for bdm in bdms]
 
 
 def block_device_info(manager, context, instance, entry):

@@ -183,6 +183,27 @@ class TestEnd(EndingTestCase):
         self.assertFalse(os.path.exists(self.entry.claim))
         self.assertEqual([], journal.entries(HOST))
 
+    def test_what_it_did_as_facts_put_in_words_in_one_place(self):
+        """Issue 41, item 1: steps return facts; the log and audit words."""
+        with mock.patch.object(ending, 'LOG') as mock_log:
+            finding = self.settle()
+
+        self.assertEqual([
+            ('migration', 'pre-migrating'), ('destroy', ('running', None)),
+            ('allocation', [uuids.node]), ('context', True), ('fault', True),
+            ('release', vm_states.ACTIVE)], finding.done)
+        said = ['migration set from pre-migrating to failed',
+                'destroyed the running guest; removed its disks (not on '
+                'shared storage)',
+                'removed the allocation against %s' % uuids.node,
+                'dropped the migration context', 'recorded the fault',
+                'set the instance from active/%s to error/None' % rule.HOLD]
+        self.assertEqual(said, [str(fact) for fact in finding.done])
+        logged = [call.args[0] % call.args[1:]
+                  for call in mock_log.info.call_args_list]
+        for words in said[:-1]:
+            self.assertIn(': ' + words, ' '.join(logged))
+
     def test_never_held_in_rebuilding(self):
         """nova's API sets rebuilding for a new evacuation: not a hold."""
         self.instance.task_state = task_states.REBUILDING
