@@ -17,6 +17,7 @@ from nova.scheduler.client import report
 from nova import version
 from nova.virt import driver as virt_driver
 from nova.virt import hardware
+from nova.volume import cinder
 from oslo_log import log as logging
 from packaging import requirements
 from packaging import specifiers
@@ -76,6 +77,9 @@ NAMES = {
     (_MANAGER, '_update_volume_attachments'): (
         HELPER, 'self context instance bdms'),
     (_MANAGER, '_complete_volume_attachments'): (HELPER, 'self context bdms'),
+    # The give-back's proof that a volume is connected for this host.
+    (cinder, 'cinderclient'): (
+        HELPER, 'context microversion skip_version_check check_only'),
     # The give-back's binding of a port with a PCI device or resources.
     (neutron.API, '_get_port_pci_dev'): (HELPER, 'self instance port'),
     (neutron.API, '_get_pci_device_profile'): (HELPER, 'self pci_dev'),

@@ -4,6 +4,7 @@
 
 from nova import exception
 from nova import objects
+from nova.volume import cinder
 from oslo_log import log as logging
 
 from nova_evac_cleanup import nova_support
@@ -54,16 +55,24 @@ def block_device_info(manager, context, instance, entry):
         if entry.made(bdm['volume_id'], bdm['attachment_id'])])
 
 
+#: Where an attachment is, beyond cinder's own statuses.
+HERE, ELSEWHERE = 'here', 'elsewhere'
+
+
 def unused(manager, context, instance):
-    """Its volume mappings reserved, or updated and not completed."""
+    """Its volume mappings not connected for this host.
+
+    Reserved, updated and not completed, or completed for another host (a
+    destination without the fix leaves its own ``attached``); one whose host
+    cinder does not tell is not counted here either.
+    """
     result = []
     for bdm in objects.BlockDeviceMappingList.get_by_instance_uuid(
             context, instance.uuid):
         if not (bdm.is_volume and bdm.attachment_id):
             continue
         try:
-            attachment = manager.volume_api.attachment_get(
-                context, bdm.attachment_id)
+            where = attached(manager, context, instance, bdm)
         except exception.VolumeAttachmentNotFound:
             # A replacement cut short: the rest of the server still goes.
             LOG.warning('Volume %s: attachment %s is gone from cinder; '
@@ -72,16 +81,47 @@ def unused(manager, context, instance):
                             manager.host, instance.uuid, [bdm.volume_id])),
                         instance=instance)
             continue
-        # Once connected, cinder's status is in the connection info.
-        if (attachment.get('connection_info') or attachment).get(
-                'status') in ('reserved', 'attaching'):
+        if where in ('reserved', 'attaching', 'attached', ELSEWHERE):
             result.append(bdm)
     return result
 
 
-def connect(manager, context, instance, bdm):
-    """Connect it here as ``finish_revert_resize`` does; the error if any."""
+def attached(manager, context, instance, bdm):
+    """cinder's status of its attachment; once attached, :data:`HERE` or not.
+
+    nova's volume API drops the host an attachment was completed for (the
+    ``host_name`` of cinder's volume show), so this asks cinder itself; a
+    volume show that fails leaves the status, ``attached``.
+    """
+    attachment = manager.volume_api.attachment_get(context, bdm.attachment_id)
+    # Once connected, cinder's status is in the connection info.
+    status = (attachment.get('connection_info') or attachment).get('status')
+    if status != 'attached':
+        return status
     try:
+        volume = nova_support.helper(cinder, 'cinderclient')(
+            context).volumes.get(bdm.volume_id)
+    except Exception as error:
+        LOG.info('Volume %s: cannot read which host its attachment %s is '
+                 'for: %s', bdm.volume_id, bdm.attachment_id, error,
+                 instance=instance)
+        return status
+    host = next((found.get('host_name') for found in volume.attachments
+                 if found.get('attachment_id') == bdm.attachment_id), None)
+    return HERE if host == manager.host else ELSEWHERE if host else status
+
+
+def connect(manager, context, instance, bdm):
+    """Connect it here as ``finish_revert_resize`` does; the error if any.
+
+    cinder moves an attachment to another host only through a new one: one
+    completed for another host is first replaced by a reserved one, as
+    nova's resize does. Nothing is disconnected on this host.
+    """
+    try:
+        if attached(manager, context, instance, bdm) == ELSEWHERE:
+            nova_support.helper(manager, '_terminate_volume_connections')(
+                context, instance, [bdm])
         nova_support.helper(manager, '_update_volume_attachments')(
             context, instance, [bdm])
         nova_support.helper(manager, '_get_instance_block_device_info')(

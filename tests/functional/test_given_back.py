@@ -35,6 +35,7 @@ from oslo_serialization import jsonutils
 from oslo_utils.fixture import uuidsentinel as uuids
 import testscenarios
 
+from nova_evac_cleanup import fixture as evac_fixture
 from tests.functional import test_half_moved as half_moved
 from tests.harness import fake_libvirt
 from tests.harness import services
@@ -134,6 +135,38 @@ class VolumesBackTest(_GivenBackTest):
         self.assertEqual(SOURCE, server['OS-EXT-SRV-ATTR:host'])
         self.assertEqual(self.expected('attached', SOURCE, SOURCE),
                          self.volumes())
+
+
+class StockDestinationTest(_GivenBackTest):
+    """Issue 40: a volume attached for another host is not counted back.
+
+    compute1 runs stock nova (a deployment upgraded host by host): its
+    failed spawn leaves each volume ``attached`` for compute1. compute0
+    comes back with the fix. Before, the status alone counted each volume
+    as given back, and compute0 kept what compute1 was given; now a volume
+    counts only once cinder names compute0 as the host it is attached for.
+    """
+
+    scenarios = [('stock-destination-%s' % style, {'FIXED': False,
+                                                   'STYLE': style})
+                 for style in (services.RBD, services.ISCSI)]
+
+    def test_connected_for_the_source(self):
+        server = self._boot_with_port_and_volume(*VOLUMES[1:])
+        self._fail_source()
+        self._fail_evacuation(server, self.row)
+        self.assertEqual(self.expected('attached', DEST, DEST),
+                         self.volumes())
+
+        # compute0, and every compute started from now on, has the fix.
+        self.useFixture(evac_fixture.EvacuateCleanupFixture())
+        self._restart_source()
+
+        self.assertEqual(self.expected('attached', SOURCE, SOURCE),
+                         self.volumes())
+        self.assertNotIn(SOURCE, self.disconnected)
+        self.assertIn('gave back to %s the server\'s volumes' % SOURCE,
+                      self.stdlog.logger.output)
 
 
 class RefusedBindingTest(_GivenBackTest):

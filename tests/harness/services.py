@@ -11,7 +11,9 @@ do, and the give-back of a failed evacuation (issue 33) depends on it:
 * cinder: an attachment is ``reserved`` (no connector, no connection
   info), ``attaching`` once updated with a connector, ``attached`` once
   completed; ``attachment_get`` answers what nova's cinder API would
-  (connection info only once connected, its status inside it). With
+  (connection info only once connected, its status inside it), and the
+  volume show each attachment's host (``host_name``), the host of the
+  connector it was completed with. With
   ``STYLE`` ``rbd`` or ``iscsi`` on the fixture the connection info is
   shaped like Ceph's (the same on every host) or like a SAN's, whose LUN
   a host sees depends on the host (:func:`lun`);
@@ -27,6 +29,8 @@ do, and the give-back of a failed evacuation (issue 33) depends on it:
 """
 
 import copy
+import functools
+import types
 
 import fixtures
 from neutronclient.common import exceptions as neutron_exceptions
@@ -53,6 +57,19 @@ def connection_info(style, volume_id, host):
         'target_iqn': 'iqn.2010-10.org.openstack:volume-%s' % volume_id,
         'target_portal': '192.0.2.2:3260', 'target_lun': lun(host),
         'target_discovered': False}}
+
+
+def _cinderclient(test, context, microversion=None, skip_version_check=False,
+                  check_only=False):
+    """cinder's volume show, whose ``host_name`` nova's volume API drops."""
+    def show(volume_id):
+        return types.SimpleNamespace(attachments=[{
+            'attachment_id': attachment_id, 'volume_id': volume_id,
+            'server_id': attachment.get('instance_uuid'),
+            'host_name': attachment.get('host_name')}
+            for attachment_id, attachment in
+            test.cinder.volume_to_attachment[volume_id].items()])
+    return types.SimpleNamespace(volumes=types.SimpleNamespace(get=show))
 
 
 def _cinder(test):
@@ -85,7 +102,10 @@ def _cinder(test):
 
     def attachment_complete(fixture, context, attachment_id):
         complete(fixture, context, attachment_id)
-        fixture._find_attachment(attachment_id)[1]['status'] = 'attached'
+        attachment = fixture._find_attachment(attachment_id)[1]
+        # cinder's attached_host: the host of the connector completed with.
+        attachment.update(status='attached', host_name=(
+            attachment.get('connector') or {}).get('host'))
 
     def attachment_get(fixture, context, attachment_id):
         volume_id, attachment, _ = fixture._find_attachment(attachment_id)
@@ -101,6 +121,11 @@ def _cinder(test):
         info['status'] = status
         return {'id': attachment_id, 'connection_info': info}
 
+    # A partial, not a closure: nova_support reads the signature of what
+    # its closures wrap.
+    test.useFixture(fixtures.MockPatch(
+        'nova.volume.cinder.cinderclient',
+        new=functools.partial(_cinderclient, test)))
     for name, function in (
             ('fake_attachment_create', attachment_create),
             ('fake_attachment_update', attachment_update),

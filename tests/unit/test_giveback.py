@@ -305,6 +305,26 @@ class TestVolumes(_SourceTestCase):
         self.manager.volume_api.attachment_get.side_effect = (
             lambda context, attachment_id: answers[attachment_id])
         self.manager.network_api.list_ports.return_value = {'ports': []}
+        # cinder's volume show: the host each attachment was completed
+        # for (``host_name``), which nova's volume API drops.
+        self.completed_for = {uuids.attached_attachment: HOST}
+        self.cinderclient = self.useFixture(test.fixtures.MockPatch(
+            'nova.volume.cinder.cinderclient', autospec=True)).mock
+        self.cinderclient.return_value.volumes.get.side_effect = (
+            lambda volume_id: mock.Mock(attachments=[{
+                'attachment_id': bdm.attachment_id, 'volume_id': volume_id,
+                'host_name': self.completed_for.get(bdm.attachment_id)}
+                for bdm in self.bdms if bdm.is_volume and
+                bdm.volume_id == volume_id]))
+        self.manager._complete_volume_attachments.side_effect = (
+            self._complete)
+        self.answers = answers
+
+    def _complete(self, context, bdms):
+        for bdm in bdms:
+            self.completed_for[bdm.attachment_id] = HOST
+            self.answers[bdm.attachment_id] = {'connection_info': {
+                'driver_volume_type': 'rbd', 'status': 'attached'}}
 
     def test_only_attachments_no_guest_uses(self):
         giveback.give_back_all(self.manager, self.context, self.tries,
@@ -333,12 +353,66 @@ class TestVolumes(_SourceTestCase):
         self.manager.volume_api.attachment_delete.assert_not_called()
         self.manager._terminate_volume_connections.assert_not_called()
 
+    def _connected(self):
+        return [call[1][1][0].volume_id for call in
+                self.manager._complete_volume_attachments.mock_calls]
+
+    def test_attached_for_another_host_is_connected_here(self):
+        """Issue 40: an unwind cut short left it attached for compute1."""
+        self.completed_for[uuids.attached_attachment] = 'compute1'
+
+        giveback.give_back_all(self.manager, self.context, self.tries,
+                               start=True)
+
+        self.assertEqual([uuids.reserved, uuids.attaching, uuids.attached],
+                         self._connected())
+        # cinder moves an attachment to a host only through a new one.
+        self.manager._terminate_volume_connections.assert_called_once_with(
+            self.context, self.instance, [self.bdms[2]])
+        self.assertEqual({uuids.attached_attachment: HOST,
+                          uuids.reserved_attachment: HOST,
+                          uuids.attaching_attachment: HOST},
+                         self.completed_for)
+        # Counted back once cinder says so: no second try.
+        giveback.give_back_all(self.manager, self.context, self.tries)
+        self.assertEqual(3, len(self._connected()))
+
+    def test_counted_back_only_once_cinder_names_this_host(self):
+        """cinder's answer, not the steps' success, ends the tries."""
+        self.manager._complete_volume_attachments.side_effect = None
+        self.bdms[1:3] = []
+
+        for _try in range(giveback.TRIES + 1):
+            giveback.give_back_all(self.manager, self.context, self.tries,
+                                   start=True)
+
+        self.assertEqual([uuids.reserved] * giveback.TRIES, self._connected())
+        self.assertIn('Volume %s of the server is not connected' %
+                      uuids.reserved, self.stdlog.logger.output)
+
+    def test_a_volume_cinder_cannot_show_is_connected_again(self):
+        """When in doubt, not counted back: connected for this host."""
+        self.cinderclient.return_value.volumes.get.side_effect = (
+            exception.CinderConnectionFailed(reason='cinder down'))
+        self.bdms[0:2] = []
+
+        giveback.give_back_all(self.manager, self.context, self.tries,
+                               start=True)
+
+        self.assertEqual([uuids.attached], self._connected())
+        # Not proven another host's: connected in place, nothing deleted.
+        self.manager._terminate_volume_connections.assert_not_called()
+        self.assertIn('cannot read which host its attachment %s is for: '
+                      % uuids.attached_attachment, self.stdlog.logger.output)
+
     def test_an_error_per_volume_and_the_next_goes_on(self):
         def update(context, instance, bdms):
             if bdms == [self.bdms[0]]:
                 raise exception.CinderConnectionFailed(reason='cinder down')
 
         self.manager._update_volume_attachments.side_effect = update
+        # cinder never says it completed: each try tries both again.
+        self.manager._complete_volume_attachments.side_effect = None
 
         for _try in range(giveback.TRIES + 1):
             giveback.give_back_all(self.manager, self.context, self.tries,
