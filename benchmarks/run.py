@@ -383,7 +383,7 @@ def sweep_section(run, med):
            'their instances (%s; %d%% of the instances deleted since, the '
            'others hosted elsewhere); the sizes one after the other in one '
            'test, each adding records to those before. nova\'s own '
-           '`ComputeManager.init_host` and the sweep (`sweep.sweep`, '
+           '`ComputeManager.init_host` and the sweep (`sweep.on_start`, '
            'which the manager\'s `init_host` runs after it) are timed '
            'separately, medians of the restarts; SQL '
            'queries (transaction control left out) are counted on the '

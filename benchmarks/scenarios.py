@@ -713,7 +713,7 @@ class Scenarios(base.EvacuateTestCase):
         until there are each of ``sweep_records``; at each size the
         destination restarts ``sweep_restarts`` times with nothing to do.
         Timed per restart: nova's own ``ComputeManager.init_host``, the
-        sweep (``sweep.sweep``), the give-back of failed evacuations from
+        sweep (``sweep.on_start``), the give-back of failed evacuations from
         here (``giveback.give_back_all``, which also runs periodically) and
         the manager's whole ``init_host``; counted: the SQL queries each
         runs on its own thread.
@@ -831,7 +831,7 @@ class Scenarios(base.EvacuateTestCase):
                  None),
                 ('init_host', manager.EvacuateCleanupMixin, 'init_host',
                  None),
-                ('sweep', sweep, 'sweep', found),
+                ('sweep', sweep, 'on_start', found),
                 ('give_back', giveback, 'give_back_all', None)):
             self.useFixture(fixtures.MonkeyPatch(
                 '%s.%s.%s' % (owner.__module__, owner.__qualname__, attr)

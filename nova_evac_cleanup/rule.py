@@ -3,8 +3,8 @@
 """The rule: may this host end an evacuation to it? In doubt, it keeps it.
 
 It ends only one it journaled, while the instance's state still names it,
-proven again before each step (:func:`held`). :func:`decide` reads
-nothing; no code branches on a verdict's kind, a word of the report.
+proven again before each step (:func:`held`). It reads nothing (the sweep
+reads); no code branches on a verdict's kind, a word of the report.
 """
 
 import collections
@@ -12,13 +12,10 @@ import dataclasses
 
 from nova.compute import task_states
 from nova.compute import vm_states
-from nova import objects
 from nova.objects import fields
 
-from nova_evac_cleanup import guest
 from nova_evac_cleanup import journal
 from nova_evac_cleanup import leftovers
-from nova_evac_cleanup import ownership
 from nova_evac_cleanup import records
 
 END, FORGET, KEEP = 'end', 'forget', 'keep'
@@ -37,17 +34,6 @@ ENDABLE = RUNNING + ('completed', 'failed')
 Left = collections.namedtuple('Left', 'guest path files allocations owned '
                               'why', defaults=(None,))
 Verdict = collections.namedtuple('Verdict', 'decision kind reason')
-
-
-def left_here(manager, context, instance, entry, host_nodes):
-    allocations = manager.reportclient.get_allocs_for_consumer(
-        context, instance.uuid).get('allocations') or {}
-    path = ownership.instance_path(instance.uuid)
-    files = ownership.contents(path)
-    owned, why = ownership.proof(entry) if entry else (False, None)
-    return Left(guest.state(manager.driver, instance), path, files,
-                {rp: a.get('resources', {}) for rp, a in allocations.items()
-                 if rp in host_nodes}, bool(files and owned), why)
 
 
 def _elsewhere(host, state, keep=KEEP):
@@ -156,10 +142,13 @@ class Finding(object):
     entry: journal.Entry | None
     state: records.State
     left: Left
-    verdict: Verdict
+    verdict: Verdict = dataclasses.field(init=False)
     done: list = dataclasses.field(default_factory=list)
     errors: list = dataclasses.field(default_factory=list)
     ended: bool = False
+
+    def __post_init__(self):
+        self.verdict = decide(self.host, self.entry, self.state, self.left)
 
     @property
     def uuid(self):
@@ -191,16 +180,3 @@ class Finding(object):
             shared=entry is not None and entry.shared,
             shared_with=instance.host, providers=left.allocations,
             task_stuck=instance.task_state in task_states.rebuild_states)
-
-
-def examine(manager, context, host_nodes, entry=None, instance_uuid=None,
-            migration_uuid=None):
-    """A :class:`Finding`: the state read, what is left here, the verdict."""
-    uuid = instance_uuid or entry.instance_uuid
-    state = records.read(context, uuid,
-                         entry.migration_uuid if entry else migration_uuid)
-    # A deleted instance is looked for here by its uuid.
-    left = left_here(manager, context, state.instance or
-                     objects.Instance(uuid=uuid), entry, host_nodes)
-    return Finding(manager.host, entry, state, left,
-                   decide(manager.host, entry, state, left))

@@ -4,9 +4,9 @@
 
 The start-up sweep (``[evacuate_cleanup] sweep_on_start``), ``audit
 --delete`` and the failure handler once nova's own returned all
-:func:`settle` an evacuation the same way: the rule's verdict, read then,
-and one action for it: the ending then the entry's end, the entry
-forgotten, or nothing but a report.
+:func:`settle` an evacuation the same way: read its state, then what is
+left here, then the rule's verdict, and one action for it: the ending then
+the entry's end, the entry forgotten, or nothing but a report.
 """
 
 from nova import objects
@@ -14,8 +14,10 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from nova_evac_cleanup import ending as endings
+from nova_evac_cleanup import guest
 from nova_evac_cleanup import journal
 from nova_evac_cleanup import leftovers
+from nova_evac_cleanup import ownership
 from nova_evac_cleanup import ports
 from nova_evac_cleanup import records
 from nova_evac_cleanup import rule
@@ -25,27 +27,17 @@ LOG = logging.getLogger(__name__)
 
 
 def on_start(manager, context, locked):
-    """The sweep at start-up, as ``sweep_on_start`` and this host allow.
+    """Find, log and, as ``sweep_on_start`` allows, settle what was journaled.
 
-    ``clean`` only reports without this host's lock (an audit may hold it)
-    or a journal to record each step in; the journal is not touched while
-    the cleanup is disabled (:func:`sweep` then only reports).
-    """
-    mode = CONF.evacuate_cleanup.sweep_on_start
-    if mode == 'clean' and CONF.evacuate_cleanup.enabled and not (
-            locked and journal.usable(manager.host)):
-        mode = 'report'
-    return sweep(manager, context, mode)
-
-
-def sweep(manager, context, mode):
-    """Find, log and, with ``mode`` ``clean``, settle what was journaled.
-
-    With ``report``, nothing is written anywhere. Never raises: a failure
-    is logged and the compute service starts.
+    ``clean`` only reports with the cleanup disabled, without this host's
+    lock (an audit may hold it) or without a journal to record each step
+    in; ``report`` writes nothing anywhere. Never raises: a failure is
+    logged and the compute service starts.
 
     :returns: the findings
     """
+    mode = CONF.evacuate_cleanup.sweep_on_start
+    host = manager.host
     if mode == 'off':
         return []
     if mode == 'clean' and not CONF.evacuate_cleanup.enabled:
@@ -53,45 +45,77 @@ def sweep(manager, context, mode):
                  'only reports')
         mode = 'report'
     try:
-        entries = journal.entries(manager.host)
-        host_nodes = records.nodes(context, manager.host) if entries else []
+        # The journal is not touched while the cleanup is disabled.
+        act = mode == 'clean' and locked and journal.usable(host)
+        entries = journal.entries(host)
+        host_nodes = records.nodes(context, host) if entries else []
     except Exception:
-        LOG.exception('Could not look for interrupted evacuations to %s',
-                      manager.host)
+        LOG.exception('Could not look for interrupted evacuations to %s', host)
         return []
     if not entries:
-        LOG.info('No interrupted evacuation to %s', manager.host)
+        LOG.info('No interrupted evacuation to %s', host)
     found = []
     for entry in entries:
         try:
-            found.append(settle(manager, context, entry, host_nodes,
-                                act=mode == 'clean'))
+            found.append(settle(manager, context, entry, host_nodes, act=act))
         except Exception:
             LOG.exception('Could not deal with evacuation %s to %s',
-                          entry.migration_uuid, manager.host,
+                          entry.migration_uuid, host,
                           instance_uuid=entry.instance_uuid)
     return found
 
 
+def examine(manager, context, host_nodes, uuid, entry=None,
+            migration_uuid=None):
+    """A :class:`~nova_evac_cleanup.rule.Finding` of instance ``uuid``.
+
+    Its state read first, then what is left of it here, so that nothing
+    here is taken for a leftover of a state that no longer holds.
+    """
+    state = records.read(context, uuid,
+                         entry.migration_uuid if entry else migration_uuid)
+    allocations = manager.reportclient.get_allocs_for_consumer(
+        context, uuid).get('allocations') or {}
+    path = ownership.instance_path(uuid)
+    files = ownership.contents(path)
+    owned, why = ownership.proof(entry) if entry else (False, None)
+    # A deleted instance is looked for here by its uuid.
+    present = guest.state(manager.driver,
+                          state.instance or objects.Instance(uuid=uuid))
+    return rule.Finding(manager.host, entry, state, rule.Left(
+        present, path, files,
+        {rp: a.get('resources', {}) for rp, a in allocations.items()
+         if rp in host_nodes}, bool(files and owned), why))
+
+
 def settle(manager, context, entry, host_nodes, act=True, ending=None):
-    """Read, decide and, with ``act``, do what the verdict says.
+    """Examine and, with ``act``, do what the verdict says; else log it.
 
     :param ending: the :class:`~nova_evac_cleanup.ending.Ending` to end it
         with; by default one that journals each step durably
     :returns: the :class:`~nova_evac_cleanup.rule.Finding`
     """
-    finding = rule.examine(manager, context, host_nodes, entry)
-    decision, state = finding.verdict.decision, finding.state
-    instance = state.instance
-    if not act or decision == rule.KEEP:
-        _log(finding)
+    finding = examine(manager, context, host_nodes, entry.instance_uuid,
+                      entry)
+    verdict = finding.verdict
+    state = finding.state
+    if verdict.decision == rule.KEEP or (
+            not act and verdict.decision == rule.END):
+        LOG.warning('Evacuation %s to %s: %s (%s); %s', entry.migration_uuid,
+                    finding.host, verdict.reason, verdict.kind,
+                    'kept, by hand once checked: %s' % (
+                        ' && '.join(finding.commands()) or 'nothing to do')
+                    if verdict.decision == rule.KEEP else
+                    'sweep_on_start=clean would end it',
+                    instance_uuid=entry.instance_uuid)
+    if not act or verdict.decision == rule.KEEP:
         return finding
-    if decision == rule.FORGET and getattr(instance, 'host', None) == (
-            entry.host):
+    if verdict.decision == rule.FORGET and getattr(
+            state.instance, 'host', None) == entry.host:
         # What nova's finish_evacuation left (this host may have died in
         # it) is done.
-        records.finish(context, instance, state.migration)
-    elif decision == rule.END:
+        records.finish(context, state.instance, state.migration)
+    elif verdict.decision == rule.END:
         ending = ending or endings.Ending(manager, context, entry)
         try:
             finding.ended = ending.end(state)
@@ -99,10 +123,10 @@ def settle(manager, context, entry, host_nodes, act=True, ending=None):
             finding.done, finding.errors = ending.done, ending.errors
         if not finding.ended:
             return finding
-        ports.report_away(manager, context, instance,
+        ports.report_away(manager, context, state.instance,
                           'evacuation to %s ended' % manager.host)
-    leftovers.end(manager.driver, entry, instance,
-                  forget=decision == rule.FORGET)
+    leftovers.end(manager.driver, entry, state.instance,
+                  forget=verdict.decision == rule.FORGET)
     return finding
 
 
@@ -136,7 +160,7 @@ def unjournaled(manager, context, known, host_nodes):
     :param known: instance uuids already examined
     :returns: the findings, and how many guests and records were looked at
     """
-    guests = set(manager.driver.list_instance_uuids()) - set(known)
+    guests = set(manager.driver.list_instance_uuids()) - known
     migrations = objects.MigrationList.get_by_filters(
         context, {'host': manager.host, 'migration_type': rule.EVACUATION},
         sort_keys=['created_at', 'id'], sort_dirs=['desc', 'desc'])
@@ -144,49 +168,24 @@ def unjournaled(manager, context, known, host_nodes):
     for migration in migrations:
         if migration.dest_compute == manager.host:
             newest.setdefault(migration.instance_uuid, migration)
-    candidates = {}
-    if guests:
-        # Sorted by uuid, the query is served by the uuid index alone,
-        # whatever the number of instances in the cell.
-        candidates = {instance.uuid: newest.get(instance.uuid)
-                      for instance in objects.InstanceList.get_by_filters(
-                          context, {'uuid': sorted(guests), 'deleted': False},
-                          expected_attrs=[], sort_keys=['uuid'],
-                          sort_dirs=['asc'])
-                      if instance.host != manager.host}
-    for uuid, migration in newest.items():
-        if uuid not in known and uuid not in guests:
-            candidates[uuid] = migration
+    # Sorted by uuid, the query is served by the uuid index alone, whatever
+    # the number of instances in the cell.
+    elsewhere = {instance.uuid for instance in (
+        objects.InstanceList.get_by_filters(
+            context, {'uuid': sorted(guests), 'deleted': False},
+            expected_attrs=[], sort_keys=['uuid'], sort_dirs=['asc'])
+        if guests else []) if instance.host != manager.host}
     found = []
-    for uuid, migration in candidates.items():
-        finding = rule.examine(manager, context, host_nodes,
-                               instance_uuid=uuid,
-                               migration_uuid=migration and migration.uuid)
-        instance = finding.state.instance
+    for uuid in elsewhere | (set(newest) - known - guests):
+        finding = examine(manager, context, host_nodes, uuid,
+                          migration_uuid=getattr(newest.get(uuid), 'uuid',
+                                                 None))
+        state = finding.state
+        # Hosted here (forgotten), deleted or in another operation: not a
+        # leftover of an evacuation.
         if (finding.verdict.decision == rule.KEEP and
-                finding.leaves_something() and instance is not None and
-                instance.host != manager.host and not any(
-                    m.status not in rule.OVER for m in finding.state.moves
-                    if migration is None or m.id != migration.id)):
+                finding.leaves_something() and state.instance and not any(
+                    m.status not in rule.OVER for m in state.moves
+                    if m is not state.migration)):
             found.append(finding)
     return found, len(guests) + len(migrations)
-
-
-def _log(finding):
-    verdict, entry = finding.verdict, finding.entry
-    if verdict.decision == rule.END:
-        LOG.warning('Evacuation %s to %s is interrupted (%s); '
-                    'sweep_on_start=clean would end it', entry.migration_uuid,
-                    finding.host, verdict.reason,
-                    instance_uuid=entry.instance_uuid)
-    elif verdict.decision == rule.KEEP:
-        left = finding.left
-        LOG.warning('Evacuation %s to %s left %s here, kept: %s (%s). By '
-                    'hand, once checked: %s', entry.migration_uuid,
-                    finding.host, ', '.join(filter(None, (
-                        left.guest and 'a %s guest' % left.guest,
-                        left.files and '%d files' % len(left.files),
-                        left.allocations and 'an allocation'))) or 'nothing',
-                    verdict.reason, verdict.kind,
-                    ' && '.join(finding.commands()) or 'nothing to do',
-                    instance_uuid=entry.instance_uuid)

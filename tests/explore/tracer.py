@@ -12,7 +12,7 @@ and volume APIs, and this project's journal and ownership-marker writes.
 
 Only calls made on behalf of one *root* on the destination host are
 recorded: the evacuation (``rebuild_instance`` of the destination's
-manager), the start-up sweep (``sweep.sweep``) or ``audit --delete``
+manager), the start-up sweep (``sweep.on_start``) or ``audit --delete``
 (``audit.report``). The root and its host are found on the call stack, so
 background work (periodic tasks, the sweep's late report of foreign
 guests) and the other hosts are never counted and the numbering is the
@@ -119,10 +119,13 @@ class Tracer(fixtures.Fixture):
 
     def _roots(self):
         """Code objects of the roots, and how to read their host."""
-        # The sweep: sweep.sweep, recovery.sweep before it moved (the
-        # explorer also runs on older trees, e.g. RESULTS-f8d47e1.rst).
-        sweep_of = getattr(_optional('nova_evac_cleanup.sweep'), 'sweep',
-                           None) or getattr(recovery, 'sweep')
+        # The sweep: sweep.on_start, sweep.sweep before it took its mode,
+        # recovery.sweep before it moved (the explorer also runs on older
+        # trees, e.g. RESULTS-f8d47e1.rst).
+        module = _optional('nova_evac_cleanup.sweep')
+        sweep_of = (getattr(module, 'on_start', None) or
+                    getattr(module, 'sweep', None) or
+                    getattr(recovery, 'sweep'))
         roots = {sweep_of.__code__: ('sweep', 'manager')}
         # The audit's: audit.report, recovery.audit before it moved.
         report_of = getattr(_optional('nova_evac_cleanup.audit'), 'report',

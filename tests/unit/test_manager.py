@@ -12,6 +12,7 @@ import datetime
 import errno
 import functools
 from importlib import metadata
+import json
 import os
 import threading
 import traceback
@@ -296,16 +297,27 @@ class RebuildTestCase(test.NoDBTestCase):
                 entry['instance_uuid'] == uuid][0]
 
     def _init_host(self):
-        """The manager's start-up, nova's own mocked: the journal's log."""
+        """The manager's start-up, nova's own mocked.
+
+        :returns: the journal's log, and whether the sweep would act on
+            the entry it finds
+        """
         self.flags(lock_path=self.useFixture(fixtures.TempDir()).path,
                    group='oslo_concurrency')
         self.addCleanup(lambda: host_lock.release(self.compute._host_lock))
+        directory = os.path.join(CONF.evacuate_cleanup.journal_path,
+                                 self.compute.host)
+        os.makedirs(directory)
+        with open(os.path.join(directory, uuids.swept + '.json'),
+                  'w') as stream:
+            json.dump(journal.Entry(self.compute.host, uuids.instance,
+                                    uuids.swept).as_dict(), stream)
         with mock.patch.object(nova_manager.ComputeManager,
                                'init_host'), \
-                mock.patch('nova_evac_cleanup.sweep.sweep') as sweep, \
+                mock.patch('nova_evac_cleanup.sweep.settle') as settle, \
                 mock.patch.object(journal, 'LOG') as log:
             self.compute.init_host(None)
-        return log, sweep
+        return log, settle.call_args.kwargs['act']
 
     def _claimed(self):
         """Whether the evacuation created the instance directory."""
@@ -968,7 +980,7 @@ class TestOverriddenSignatures(test.NoDBTestCase):
         self.assertFalse(compute._runs[nova_support.HOOK])
         with mock.patch.object(nova_manager.ComputeManager,
                                'init_host') as init_host, \
-                mock.patch('nova_evac_cleanup.sweep.sweep') as sweep, \
+                mock.patch('nova_evac_cleanup.sweep.on_start') as sweep, \
                 mock.patch('nova_evac_cleanup.host_lock.acquire') as lock:
             compute.init_host(mock.sentinel.service_ref)
         init_host.assert_called_once_with(mock.sentinel.service_ref)
@@ -1584,12 +1596,12 @@ class TestWithoutJournal(RebuildTestCase):
         self.mock_destroy.assert_not_called()
 
     def test_start_up_says_so(self):
-        log, sweep = self._init_host()
+        log, act = self._init_host()
         log.error.assert_called_once()
         message = log.error.call_args.args[0] % log.error.call_args.args[1:]
         self.assertIn('the cleanup of a failed spawn still runs', message)
         self.assertIn('No space left', message)
-        self.assertEqual('report', sweep.call_args.args[2])
+        self.assertFalse(act)
 
 
 class TestDisabled(RebuildTestCase):
@@ -1597,10 +1609,9 @@ class TestDisabled(RebuildTestCase):
 
     def test_start_up_writes_nothing(self):
         self.flags(enabled=False, group='evacuate_cleanup')
-        _log, sweep = self._init_host()
-        self.assertEqual('clean', sweep.call_args.args[2])
-        self.assertEqual([], os.listdir(
-            CONF.evacuate_cleanup.journal_path))
+        _log, act = self._init_host()
+        self.assertFalse(act)
+        self.mock_write.assert_not_called()
 
 
 class TestJournalOnASharedFilesystem(RebuildTestCase):
@@ -1609,14 +1620,14 @@ class TestJournalOnASharedFilesystem(RebuildTestCase):
     def test_start_up_warns(self):
         with mock.patch('nova_evac_cleanup.journal.shared_filesystem',
                         return_value='nfs4'):
-            log, sweep = self._init_host()
+            log, act = self._init_host()
         log.warning.assert_called_once()
         message = (log.warning.call_args.args[0] %
                    log.warning.call_args.args[1:])
         self.assertIn('nfs4', message)
         self.assertIn('must be local', message)
         log.error.assert_not_called()
-        self.assertEqual('clean', sweep.call_args.args[2])
+        self.assertTrue(act)
 
 
 class _OutsideTheRange(object):

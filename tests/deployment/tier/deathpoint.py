@@ -23,7 +23,7 @@ The points, counted as the explorer counts them:
 
 * a *root* is the evacuation (nova's ``ComputeManager.rebuild_instance``,
   or the mixin's ``EvacuateCleanupMixin.rebuild_instance`` around it,
-  the outermost one), the start-up sweep (``sweep.sweep``) or the audit
+  the outermost one), the start-up sweep (``sweep.on_start``) or the audit
   (``audit.report``), found on the calling thread's stack; calls outside
   a root (periodic tasks, lifecycle events, RPC of other servers) are not
   counted;
@@ -263,7 +263,8 @@ class Hook(object):
                             None)
             if mixin is not None:
                 self.add_root(mixin.rebuild_instance, 'evacuate', 'self')
-            for module, function, kind in (('sweep', 'sweep', 'sweep'),
+            for module, function, kind in (('sweep', 'on_start', 'sweep'),
+                                           ('sweep', 'sweep', 'sweep'),
                                            ('audit', 'report', 'audit')):
                 if hasattr(project.get(module), function):
                     self.add_root(getattr(project[module], function), kind,
