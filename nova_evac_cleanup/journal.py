@@ -19,7 +19,6 @@ import psutil
 CONF = cfg.CONF
 LOG = logging.getLogger(__name__)
 
-_SUFFIX = '.json'
 PHASES = BEGUN, ENDING, RELEASING, KEPT = (
     'begun', 'ending', 'releasing', 'kept')
 
@@ -91,13 +90,15 @@ def _upgraded(old):
         done=ending.get('done', []))
 
 
-def _directory(host):
-    return os.path.join(CONF.evacuate_cleanup.journal_path, host)
+def _path(host, migration_uuid=''):
+    """The file of an entry, or with no migration the host's directory."""
+    return os.path.join(CONF.evacuate_cleanup.journal_path, host,
+                        migration_uuid and migration_uuid + '.json')
 
 
 def write(entry, durable=False):
     """Write ``entry`` atomically; ``durable``: fsynced, with its directory."""
-    path = os.path.join(_directory(entry.host), entry.migration_uuid + _SUFFIX)
+    path = _path(entry.host, entry.migration_uuid)
     directory = os.path.dirname(path)
     os.makedirs(directory, exist_ok=True)
     with open(path + '.tmp', 'w') as stream:
@@ -117,8 +118,7 @@ def write(entry, durable=False):
 def remove(entry):
     """Forget ``entry`` (not fsynced: the next start forgets it again)."""
     with contextlib.suppress(FileNotFoundError):
-        os.unlink(os.path.join(_directory(entry.host),
-                               entry.migration_uuid + _SUFFIX))
+        os.unlink(_path(entry.host, entry.migration_uuid))
 
 
 #: Filesystem types that may be mounted on several hosts at once.
@@ -151,27 +151,25 @@ def usable(host):
         LOG.error('nova-evac-cleanup on %s: %s: %s: without a journal, '
                   'evacuations this host\'s death interrupts are not '
                   'recovered and kept leftovers refuse nothing; the cleanup '
-                  'of a failed spawn still runs.', host, _directory(host),
-                  error)
+                  'of a failed spawn still runs.', host, _path(host), error)
         return False
     return True
 
 
 def entries(host, instance_uuid=None):
     """This host's entries (of one instance), by name; skips other files."""
-    directory = _directory(host)
     try:
-        names = sorted(name for name in os.listdir(directory)
-                       if name.endswith(_SUFFIX) and not name.startswith('.'))
+        names = sorted(name for name in os.listdir(_path(host))
+                       if name.endswith('.json') and not name.startswith('.'))
     except FileNotFoundError:
         return []
     result = []
     for name in names:
-        path = os.path.join(directory, name)
+        path = _path(host, name[:-len('.json')])
         try:
             with open(path) as stream:
                 entry = Entry.from_dict(json.load(stream))
-            if entry.host != host or name != entry.migration_uuid + _SUFFIX:
+            if path != _path(entry.host, entry.migration_uuid):
                 raise ValueError('the entry of migration %s to %s' % (
                     entry.migration_uuid, entry.host))
         except (OSError, ValueError) as error:

@@ -139,6 +139,7 @@ class Finding(object):
     """
 
     host: str
+    uuid: str  #: the instance's
     entry: journal.Entry | None
     state: records.State
     left: Left
@@ -149,11 +150,6 @@ class Finding(object):
 
     def __post_init__(self):
         self.verdict = decide(self.host, self.entry, self.state, self.left)
-
-    @property
-    def uuid(self):
-        instance = self.state.instance
-        return instance.uuid if instance else self.entry.instance_uuid
 
     def leaves_something(self):
         """Whether anything of it is here, but the server's own files."""

@@ -67,10 +67,9 @@ def on_start(manager, context, locked):
 
 def examine(manager, context, host_nodes, uuid, entry=None,
             migration_uuid=None):
-    """A :class:`~nova_evac_cleanup.rule.Finding` of instance ``uuid``.
+    """The state of instance ``uuid``, what is left of it here, the verdict.
 
-    Its state read first, then what is left of it here, so that nothing
-    here is taken for a leftover of a state that no longer holds.
+    :returns: a :class:`~nova_evac_cleanup.rule.Finding`
     """
     state = records.read(context, uuid,
                          entry.migration_uuid if entry else migration_uuid)
@@ -82,7 +81,7 @@ def examine(manager, context, host_nodes, uuid, entry=None,
     # A deleted instance is looked for here by its uuid.
     present = guest.state(manager.driver,
                           state.instance or objects.Instance(uuid=uuid))
-    return rule.Finding(manager.host, entry, state, rule.Left(
+    return rule.Finding(manager.host, uuid, entry, state, rule.Left(
         present, path, files,
         {rp: a.get('resources', {}) for rp, a in allocations.items()
          if rp in host_nodes}, bool(files and owned), why))
@@ -131,35 +130,22 @@ def settle(manager, context, entry, host_nodes, act=True, ending=None):
 
 
 def survey(manager, context, host_nodes, act):
-    """The audit's: each journal entry settled, then :func:`unjournaled`.
+    """The audit's: each journal entry settled, then what only nova shows.
 
-    :returns: the findings to report, and how many evacuations were
-        examined
-    """
-    entries = journal.entries(manager.host)
-    found = [settle(manager, context, entry, host_nodes, act=act)
-             for entry in entries]
-    others, examined = unjournaled(
-        manager, context, {entry.instance_uuid for entry in entries},
-        host_nodes)
-    return ([f for f in found + others if f.ended or f.leaves_something() or
-             f.refuses() or f.verdict.decision == rule.END],
-            len(entries) + examined)
-
-
-def unjournaled(manager, context, known, host_nodes):
-    """Evacuations to this host that left something and no journal entry.
-
-    Reported, never acted on: the guest here of an instance hosted
+    That is reported, never acted on: the guest here of an instance hosted
     elsewhere (nova's start-up destroys those of instances evacuated from
     this host, not the guest a failed evacuation to it kept, the cleanup
     disabled or its destroy failed), and evacuation records to this host
     from before it journaled evacuations (stock nova, the patch series).
     One hypervisor listing and two queries, whatever the history.
 
-    :param known: instance uuids already examined
-    :returns: the findings, and how many guests and records were looked at
+    :returns: the findings to report, and how many journal entries,
+        guests and records were looked at
     """
+    entries = journal.entries(manager.host)
+    found = [settle(manager, context, entry, host_nodes, act=act)
+             for entry in entries]
+    known = {entry.instance_uuid for entry in entries}
     guests = set(manager.driver.list_instance_uuids()) - known
     migrations = objects.MigrationList.get_by_filters(
         context, {'host': manager.host, 'migration_type': rule.EVACUATION},
@@ -175,7 +161,6 @@ def unjournaled(manager, context, known, host_nodes):
             context, {'uuid': sorted(guests), 'deleted': False},
             expected_attrs=[], sort_keys=['uuid'], sort_dirs=['asc'])
         if guests else []) if instance.host != manager.host}
-    found = []
     for uuid in elsewhere | (set(newest) - known - guests):
         finding = examine(manager, context, host_nodes, uuid,
                           migration_uuid=getattr(newest.get(uuid), 'uuid',
@@ -183,9 +168,10 @@ def unjournaled(manager, context, known, host_nodes):
         state = finding.state
         # Hosted here (forgotten), deleted or in another operation: not a
         # leftover of an evacuation.
-        if (finding.verdict.decision == rule.KEEP and
-                finding.leaves_something() and state.instance and not any(
-                    m.status not in rule.OVER for m in state.moves
-                    if m is not state.migration)):
+        if (finding.verdict.decision == rule.KEEP and state.instance and
+                not any(m.status not in rule.OVER for m in state.moves
+                        if m is not state.migration)):
             found.append(finding)
-    return found, len(guests) + len(migrations)
+    return ([f for f in found if f.ended or f.leaves_something() or
+             f.refuses() or f.verdict.decision == rule.END],
+            len(entries) + len(guests) + len(migrations))
