@@ -2,19 +2,13 @@
 
 """The report of ``nova-evac-cleanup audit``, in the runbook's order.
 
-1. the leftovers of failed or interrupted evacuations to this host;
-2. for each, whether the instance exists and where it is hosted;
-3. the allocations against this host's nodes nothing accounts for, and
-   the instances of the findings that have none left;
-4. what ``--delete`` does (or did): what the start-up sweep's ``clean``
-   does (:func:`nova_evac_cleanup.sweep.settle`);
-5. the ports and volumes failed evacuations from this host have not
-   given back to it yet (:func:`nova_evac_cleanup.giveback.left`).
-
-Without ``delete`` nothing is written anywhere.
+What evacuations to this host left, the instances, their allocations,
+what ``--delete`` does (the start-up sweep's ``clean``:
+:func:`nova_evac_cleanup.sweep.settle`) and what failed evacuations from
+this host have not given back to it yet. Without ``delete`` nothing is
+written anywhere. Allocations no evacuation accounts for are nova-manage's
+to find: the report names its command.
 """
-
-from nova import objects
 
 from nova_evac_cleanup import giveback
 from nova_evac_cleanup import journal
@@ -39,7 +33,7 @@ def report(manager, context, delete=False):
         'compute_service_up': records.service_up(context, manager.host),
         'examined': examined,
         'evacuations': [_as_dict(f) for f in found],
-        'orphaned_allocations': _orphaned(manager, context, nodes, found),
+        'providers': sorted(nodes),
         'missing_allocations': [],
         'not_given_back': giveback.left(manager, context),
     }
@@ -57,105 +51,60 @@ def report(manager, context, delete=False):
     return result
 
 
-def _disks(finding):
-    entry, instance = finding.entry, finding.state.instance
-    path = finding.left.path
-    if finding.left.owned:
-        return ('remove: the evacuation created %s, not on shared storage' %
-                path)
-    if entry is None:
-        return ('keep: no journal entry: this host has no record of the '
-                'evacuation\'s storage')
-    if entry.shared:
-        return ('keep: the instance\'s own files: the evacuation found them '
-                'on storage shared with %s before spawn' % instance.host)
-    return 'keep: %s' % finding.left.why
-
-
-def _actions(finding):
-    """What ending the evacuation does, in order."""
-    instance, migration = finding.state.instance, finding.state.migration
-    actions = []
-    if migration.status in rule.RUNNING:
-        actions.append('set migration %s to failed' % migration.uuid)
-    actions.append('destroy the guest on %s and %s' % (
-        finding.host, 'remove its disks' if finding.left.owned
-        else 'keep its disks'))
-    if finding.left.allocations:
-        actions.append('remove the allocation against %s' % finding.host)
-    actions.append('set the instance to ERROR with no task state (if still '
-                   '%s)' % instance.task_state)
-    return actions
-
-
 def _as_dict(finding):
-    """The finding in the report."""
+    """The finding in the report: what is here, and what ending it does."""
     entry, left, verdict = finding.entry, finding.left, finding.verdict
     instance, migration = finding.state.instance, finding.state.migration
-    path = left.path
+    if left.owned:
+        disks = 'remove: the evacuation created %s, not on shared storage' % (
+            left.path)
+    elif entry is None:
+        disks = ('keep: no journal entry: this host has no record of the '
+                 'evacuation\'s storage')
+    elif entry.shared:
+        disks = ('keep: the instance\'s own files: the evacuation found them '
+                 'on storage shared with %s before spawn' % instance.host)
+    else:
+        disks = 'keep: %s' % left.why
     to_end = verdict.decision == rule.END and not finding.ended
-    result = {
+    actions = [] if not to_end or finding.done else filter(None, [
+        migration.status in rule.RUNNING and
+        'set migration %s to failed' % migration.uuid,
+        'destroy the guest on %s and %s its disks' % (
+            finding.host, 'remove' if left.owned else 'keep'),
+        left.allocations and
+        'remove the allocation against %s' % finding.host,
+        'set the instance to ERROR with no task state (if still %s)' %
+        instance.task_state])
+    return {
         'kind': verdict.kind, 'reason': verdict.reason, 'guest': left.guest,
-        'files': {'%s/%s' % (path, name): size
+        'files': {'%s/%s' % (left.path, name): size
                   for name, size in left.files.items()},
         'files_shared': bool(entry is not None and entry.shared),
         'allocation_here': left.allocations,
-        'disks': _disks(finding) if instance is not None else '',
-        'actions': _actions(finding) if to_end and not finding.done else [],
+        'disks': disks if instance is not None else '',
+        'actions': list(actions),
         'commands': finding.commands() if not to_end else [],
         'done': [str(fact) for fact in finding.done],
-        'errors': finding.errors,
-        'ended': finding.ended, 'instance': finding.uuid,
-        'journaled': entry is not None,
+        'errors': finding.errors, 'ended': finding.ended,
+        'instance': finding.uuid, 'journaled': entry is not None,
         'kept': entry is not None and entry.phase == journal.KEPT,
         'refuses_evacuations': finding.refuses(),
         'instance_exists': bool(instance and not instance.deleted),
         'migration': migration.uuid if migration else (
             entry and entry.migration_uuid),
+        'instance_host': getattr(instance, 'host', None),
+        'vm_state': getattr(instance, 'vm_state', None),
+        'task_state': getattr(instance, 'task_state', None),
+        'migration_status': getattr(migration, 'status', None),
+        'source_compute': getattr(migration, 'source_compute', None),
     }
-    for key, obj, name in (
-            ('instance_host', instance, 'host'),
-            ('vm_state', instance, 'vm_state'),
-            ('task_state', instance, 'task_state'),
-            ('migration_status', migration, 'status'),
-            ('source_compute', migration, 'source_compute')):
-        result[key] = getattr(obj, name) if obj else None
-    return result
-
-
-def _orphaned(manager, context, nodes, found):
-    """Allocations against this host nothing here accounts for."""
-    handled = {f.uuid for f in found}
-    result = []
-    for node_uuid in nodes:
-        node = objects.ComputeNode.get_by_uuid(context, node_uuid)
-        instances = {i.uuid for i in objects.InstanceList.get_by_host_and_node(
-            context, node.host, node.hypervisor_hostname, expected_attrs=[])}
-        migrations = objects.MigrationList.get_in_progress_by_host_and_node(
-            context, node.host, node.hypervisor_hostname)
-        migrating = {m.uuid for m in migrations} | {
-            m.instance_uuid for m in migrations
-            if m.instance_uuid not in handled}
-        get = manager.reportclient.get_allocations_for_resource_provider
-        allocations = get(context, node_uuid).allocations
-        for consumer in allocations:
-            if consumer in instances or consumer in migrating:
-                continue
-            result.append({
-                'consumer': consumer,
-                'provider': node_uuid,
-                'resources': allocations[consumer].get('resources', {}),
-                'evacuation_finding': consumer in handled,
-            })
-    return result
 
 
 def text(report):
     """The report as text, in the runbook's order."""
     host, delete, found = (report['host'], report['delete'],
                            report['evacuations'])
-    allocations = report['orphaned_allocations'] + [
-        dict(missing=uuid) for uuid in report['missing_allocations']]
     lines = ['Evacuations to %s (nova-compute there is %s)' % (
         host, 'up' if report['compute_service_up'] else 'down')]
     lines += [] if found else [
@@ -181,14 +130,11 @@ def text(report):
     lines += ['', '3. Allocations'] + ([
         '  missing: instance %s %s no allocation; nova-manage placement '
         'heal_allocations --instance %s' % (
-            a['missing'], 'has' if delete else 'would have', a['missing'])
-        if 'missing' in a else
-        '  orphaned: consumer %s on %s: %s%s' % (
-            a['consumer'], a['provider'], a['resources'],
-            ' (an evacuation above)' if a['evacuation_finding'] else
-            '; check it, then: nova-manage placement audit --delete '
-            '--resource_provider %s' % a['provider'])
-        for a in allocations] or ['  none orphaned or missing'])
+            uuid, 'has' if delete else 'would have', uuid)
+        for uuid in report['missing_allocations']] or ['  none missing'])
+    lines += ['  orphaned, not by an evacuation: nova-manage placement audit '
+              '--verbose --resource_provider %s' % node
+              for node in report['providers']]
     lines += ['', '4. %s' % ('Done (--delete)' if delete else
                              'What --delete would do')]
     for e in found:

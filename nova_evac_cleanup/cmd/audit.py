@@ -72,7 +72,7 @@ def run(delete=False, as_json=False, out=None, host=None):
     (out or sys.stdout).write(json.dumps(report, indent=2, sort_keys=True) +
                               '\n' if as_json else audit.text(report))
     evacuations = report['evacuations']
-    left = report['orphaned_allocations'] or report.get('not_given_back')
+    left = report.get('not_given_back')
     if any(e['errors'] for e in evacuations):
         return FAILED
     if not (evacuations or left):
