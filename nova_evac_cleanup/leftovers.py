@@ -65,7 +65,6 @@ def end(driver, entry, instance, forget=False, moved=False):
         returned): every entry of it here goes, the directory is its own.
         Never taken from the instance object after a failure: nova may
         have named this host in it without saving it.
-    :returns: whether something of it is kept
     """
     try:
         guest_left, files = (None, {}) if forget or moved else _left(
@@ -77,26 +76,22 @@ def end(driver, entry, instance, forget=False, moved=False):
             LOG.info('Evacuation %s to %s: nothing of it needs a record here '
                      'any more: forgotten', entry.migration_uuid, entry.host,
                      instance_uuid=entry.instance_uuid)
-            return False
+            return
         entry.phase = journal.KEPT
         journal.write(entry)
     except Exception:
         LOG.exception('Could not record the end of evacuation %s to %s: its '
                       'journal entry is kept as it was', entry.migration_uuid,
                       entry.host, instance_uuid=entry.instance_uuid)
-        return True
-    if guest_left:
-        LOG.warning('Evacuation %s to %s ended and keeps its %s guest; the '
-                    'next evacuation of the server to %s destroys it first',
-                    entry.migration_uuid, entry.host, guest_left, entry.host,
-                    instance_uuid=entry.instance_uuid)
-    elif not entry.shared:
-        LOG.warning('Evacuation %s to %s ended and keeps its files, not '
-                    'proven its own; the next evacuation of the server to %s '
+        return
+    if guest_left or not entry.shared:
+        LOG.warning('Evacuation %s to %s ended and keeps %s; the next '
+                    'evacuation of the server to %s %s', entry.migration_uuid,
+                    entry.host, 'its %s guest' % guest_left if guest_left else
+                    'its files, not proven its own', entry.host,
+                    'destroys it first' if guest_left else
                     'is refused until they are removed by hand',
-                    entry.migration_uuid, entry.host, entry.host,
                     instance_uuid=entry.instance_uuid)
-    return True
 
 
 def commands(host, instance, guest_left, files, shared=False, **more):
