@@ -93,9 +93,6 @@ class Ending(object):
             self.network_info, self.block_device_info)
 
     def release_volumes(self, state):
-        given = self.block_device_info
-        if given is not None and not given.get('block_device_mapping'):
-            return None  # Spawn was given no volume: none is connected here.
         return volumes.release(self.manager, self.context, state.instance,
                                self.entry)
 
