@@ -280,7 +280,7 @@ def report(data, args):
                 'An evacuation whose spawn fails at each stage, %d times '
                 'per stage: time from the evacuate request to the server '
                 'in ERROR with its fault (median), the cleanup itself '
-                '(`handler.before_nova`, median), and what the '
+                '(`Evacuation.before_nova`, median), and what the '
                 'failed evacuations left on the destination.' %
                 args.failure_repeat, '',
                 '| stage | stock s | fixed s | ratio | cleanup ms | '
@@ -501,8 +501,8 @@ def interleaved_section(section, med):
            '(transaction control left out) on the destination\'s '
            '`rebuild_instance` thread, nova\'s cell database and placement '
            '(in-process); cleanup: the fix\'s own code after the failure '
-           '(`handler.before_nova`, `handler.after_nova`, '
-           '`Evacuation.end`, the driver\'s destroy included); own: all '
+           '(`Evacuation.before_nova` and `Evacuation.after_nova`, the '
+           'driver\'s destroy included); own: all '
            'of the project\'s code on that thread, the driver\'s destroy '
            'and nova\'s own methods it calls back into left out (below).' %
            (per_round(samples), pooled(section, samples)), '',

@@ -31,7 +31,6 @@ from oslo_utils import uuidutils
 import sqlalchemy as sa
 
 from nova_evac_cleanup import evacuation
-from nova_evac_cleanup import handler
 from nova_evac_cleanup import manager
 from tests.harness import fake_libvirt
 from tests.harness import functional as base
@@ -186,7 +185,7 @@ class Scenarios(base.EvacuateTestCase):
 
     def _time_cleanup(self):
         """Record how long each cleanup of a failed evacuation takes."""
-        original = handler.before_nova
+        original = evacuation.Evacuation.before_nova
         durations = self.cleanup_seconds
 
         def timed(*args, **kwargs):
@@ -197,7 +196,7 @@ class Scenarios(base.EvacuateTestCase):
                 durations.append(time.perf_counter() - started)
 
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_evac_cleanup.handler.before_nova', timed))
+            'nova_evac_cleanup.evacuation.Evacuation.before_nova', timed))
 
     # Polling.
 
@@ -363,8 +362,8 @@ class Scenarios(base.EvacuateTestCase):
         API call to the server in ERROR with its fault, the SQL statements
         on the destination's ``rebuild_instance`` thread (nova's cell
         database, and placement), and, on the fixed one, the time and the
-        statements of the cleanup itself (``handler.before_nova``,
-        ``handler.after_nova``, ``Evacuation.end``) and the time in the
+        statements of the cleanup itself (``Evacuation.before_nova`` and
+        ``Evacuation.after_nova``) and the time in the
         project's own code, the driver's destroy left out
         (:class:`OwnTime`).
         """
@@ -376,15 +375,11 @@ class Scenarios(base.EvacuateTestCase):
         rebuilds = self._count_rebuilds(counters)
         own = self._own_time()
         cleanup = collections.defaultdict(list)
-        for path, original in (
-                ('nova_evac_cleanup.handler.before_nova',
-                 handler.before_nova),
-                ('nova_evac_cleanup.handler.after_nova',
-                 handler.after_nova),
-                ('nova_evac_cleanup.evacuation.Evacuation.end',
-                 evacuation.Evacuation.end)):
+        for name in ('before_nova', 'after_nova'):
             self.useFixture(fixtures.MonkeyPatch(
-                path, self._timed(original, cleanup, counters)))
+                'nova_evac_cleanup.evacuation.Evacuation.' + name,
+                self._timed(getattr(evacuation.Evacuation, name), cleanup,
+                            counters)))
         samples = []
         for number, _, host, fixed in self._turns(pairs, rounds):
             uuid = next(uuids)

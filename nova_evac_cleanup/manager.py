@@ -23,7 +23,6 @@ from oslo_utils import excutils
 from nova_evac_cleanup import conf
 from nova_evac_cleanup import evacuation as evacuations
 from nova_evac_cleanup import giveback
-from nova_evac_cleanup import handler
 from nova_evac_cleanup import host_lock
 from nova_evac_cleanup import journal
 from nova_evac_cleanup import leftovers
@@ -97,7 +96,7 @@ class EvacuateCleanupMixin(object):
             self._host_lock = None
 
     def _watch(self, owner, name, hook):
-        """Have ``owner.name`` call ``hook(evacuation, real, ...)``; once.
+        """Have ``owner.name`` call ``hook(evacuation, call, real)``; once.
 
         Whatever replaced the method since is called as the real one; a
         call for an instance not evacuated here goes straight to it.
@@ -108,13 +107,14 @@ class EvacuateCleanupMixin(object):
 
         @functools.wraps(getattr(owner, name))
         def watched(*args, **kwargs):
-            real = own or types.MethodType(getattr(type(owner), name), owner)
+            real = functools.partial(own or types.MethodType(
+                getattr(type(owner), name), owner), *args, **kwargs)
             call = nova_support.named(name, args, kwargs)
             evacuation = self._evacuations.get(getattr(
                 call.get('instance'), 'uuid', call.get('consumer_uuid')))
             if evacuation is None:
-                return real(*args, **kwargs)
-            return hook(evacuation, real, *args, **kwargs)
+                return real()
+            return hook(evacuation, call, real)
 
         watched._evacuation_hook = self
         setattr(owner, name, watched)
@@ -146,8 +146,7 @@ class EvacuateCleanupMixin(object):
         except Exception as raised:
             # nova's expected errors come wrapped for its RPC server.
             error = getattr(raised, 'exc_info', (None, raised))[1]
-            handler.after_nova(evacuation, instance, error)
-            if evacuation.error not in (None, error):
+            if evacuation.after_nova(instance, error) is not error:
                 # Never another error than the one that failed it.
                 raise evacuation.error
             raise
@@ -167,10 +166,9 @@ class EvacuateCleanupMixin(object):
 
     def _do_rebuild_instance(self, context, instance, *args, **kwargs):
         """Clear earlier leftovers; a failure goes to the handler first."""
+        # Only an evacuation is in self._evacuations (rebuild_instance).
         evacuation = self._evacuations.get(instance.uuid)
-        named = nova_support.named('_do_rebuild_instance',
-                                   (context, instance) + args, kwargs)
-        if evacuation is None or not named['evacuate']:
+        if evacuation is None:
             return super()._do_rebuild_instance(context, instance, *args,
                                                 **kwargs)
         try:
@@ -180,7 +178,7 @@ class EvacuateCleanupMixin(object):
                                                 **kwargs)
         except Exception as error:
             with excutils.save_and_reraise_exception():
-                handler.failed(evacuation, instance, error)
+                evacuation.failed(instance, error)
 
 
 class ComputeManager(EvacuateCleanupMixin, nova_manager.ComputeManager):
