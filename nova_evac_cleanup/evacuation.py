@@ -134,7 +134,7 @@ class Evacuation(object):
         self.journal()
         if not (finish or self.entry.spawned):
             return
-        if (finish or self.returned) and self._lives_here(instance, finish):
+        if (finish or self.returned) and self._lives_here(instance):
             return
         if finish:
             try:
@@ -167,12 +167,12 @@ class Evacuation(object):
         if getattr(newest, 'uuid', None) == self.entry.migration_uuid:
             steps.step('volumes', state)
 
-    def _lives_here(self, instance, finish):
+    def _lives_here(self, instance):
         """Whether the instance lives here; when in doubt, True.
 
         If it cannot be read, the guest is powered off and left: running, it
         would be a second writer on the server's volumes and shared disks.
-        With ``finish``, what ``finish_evacuation`` left of it is finished.
+        One that does is finished after nova's handler, by the rule.
         """
         host = self.entry.host
         try:
@@ -193,8 +193,6 @@ class Evacuation(object):
         LOG.warning('Evacuation failed after the instance was recorded on '
                     '%s (%s): it lives here', host, self.error,
                     instance=instance)
-        if finish:
-            records.finish(self.context, state.instance, state.migration)
         return True
 
     def after_nova(self, instance, error):

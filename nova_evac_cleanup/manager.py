@@ -2,11 +2,9 @@
 
 """A nova compute manager that cleans up after a failed evacuation.
 
-The mixin hooks around nova's own methods and watches three calls nova
-makes (the driver's ``instance_on_disk`` and ``spawn``, the resource
-tracker's ``finish_evacuation``): nova runs every line of its rebuild code,
-and the answers it acts on are the cleanup's. The running evacuation is
-:mod:`~nova_evac_cleanup.evacuation`.
+The mixin hooks around nova's own methods and watches the calls of
+:data:`~nova_evac_cleanup.evacuation.WATCHED`: nova runs every line of its
+rebuild code, and the answers it acts on are the cleanup's.
 """
 
 import functools

@@ -21,7 +21,6 @@ from nova.volume import cinder
 from oslo_log import log as logging
 from packaging import requirements
 from packaging import specifiers
-from packaging import version as packaging_version
 
 LOG = logging.getLogger(__name__)
 
@@ -179,11 +178,9 @@ def release_problem(release=None):
     if not supported:
         return ('the nova releases nova-evac-cleanup supports cannot be read '
                 'from its package metadata (nova-evac-cleanup)')
-    try:
-        if specifiers.SpecifierSet(supported).contains(release, True):
-            return None
-    except ValueError:  # an unparsable release is outside
-        pass
+    # An unparsable release is in no range.
+    if specifiers.SpecifierSet(supported).contains(release, True):
+        return None
     return ('nova %s is not one of the releases nova-evac-cleanup was '
             'written and tested for (nova%s)%s' % (
                 release, supported, '; it deletes the vTPM secret of an '
@@ -194,12 +191,10 @@ def release_problem(release=None):
 
 def deletes_vtpm_secret(release):
     """Whether libvirt's destroy with the disks deletes the vTPM secret."""
-    try:
-        found = packaging_version.Version(release).release[:3]
-    except packaging_version.InvalidVersion:
-        return True  # an unknown release counts as one that does
-    # Until nova commit 787d2a1300 (bug 2125030): 31.3.0, 32.2.0, 33.0.0.
-    return found < (31, 3, 0) or (32, 0, 0) <= found < (32, 2, 0)
+    # Fixed by nova commit 787d2a1300 (bug 2125030) in 31.3.0 and 32.2.0;
+    # an unparsable release is in no range: it counts as one that does.
+    return not specifiers.SpecifierSet(
+        '>=31.3.0,!=32.0.*,!=32.1.*').contains(release, True)
 
 
 def vtpm_hazard(instance):
