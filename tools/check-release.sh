@@ -129,9 +129,10 @@ expect() {
 
 step "nova-evac-cleanup's configuration errors"
 missing=$cli/missing.conf
-expect $config_error "configuration file not found: $missing" \
+# oslo.config's own words, which name the file.
+expect $config_error "Failed to find some config files: $missing" \
     --config-file "$missing" audit
-expect $config_error "configuration file not found: $missing" \
+expect $config_error "Failed to find some config files: $missing" \
     audit --config-file "$missing"
 # nova's own search: ~/.nova/, ~/, /etc/nova/, /etc/.
 if ls /etc/nova/nova.conf /etc/nova.conf /etc/nova/nova-evac-cleanup.conf \
