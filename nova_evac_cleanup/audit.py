@@ -26,7 +26,7 @@ def report(manager, context, delete=False):
     :returns: a dict, the report
     """
     nodes = records.nodes(context, manager.host)
-    found, examined = sweep.survey(manager, context, nodes, delete)
+    found, examined = sweep.survey(manager, context, delete)
     result = {
         'host': manager.host,
         'delete': delete,
@@ -41,12 +41,11 @@ def report(manager, context, delete=False):
         instance = finding.state.instance
         if instance is None or instance.deleted:
             continue
+        here, others = records.allocations(
+            manager.reportclient, context, instance.uuid, manager.host)
         # Without delete: what ending the evacuation would leave.
-        left = set(manager.reportclient.get_allocs_for_consumer(
-            context, instance.uuid).get('allocations') or {})
-        if not delete and finding.verdict.decision == rule.END:
-            left -= set(nodes)
-        if not left:
+        if not others and (not here or not delete and
+                           finding.verdict.decision == rule.END):
             result['missing_allocations'].append(instance.uuid)
     return result
 

@@ -19,6 +19,7 @@ from nova_evac_cleanup import journal
 from nova_evac_cleanup import records
 from nova_evac_cleanup import rule
 from nova_evac_cleanup import runbook
+from nova_evac_cleanup import updates
 from nova_evac_cleanup import volumes
 
 LOG = logging.getLogger(__name__)
@@ -82,7 +83,7 @@ class Ending(object):
     # subject of its Fact), or nothing.
 
     def fail_migration(self, state):
-        if state.migration.status in rule.RUNNING and records.set_status(
+        if state.migration.status in rule.RUNNING and updates.set_status(
                 self.context, state.migration, rule.RUNNING, 'failed'):
             return state.migration.status
 
@@ -98,31 +99,29 @@ class Ending(object):
 
     def remove_allocation(self, state):
         uuid, client = self.entry.instance_uuid, self.manager.reportclient
-        allocations = client.get_allocs_for_consumer(
-            self.context, uuid).get('allocations') or {}
-        here = sorted(set(allocations).intersection(
-            records.nodes(self.context, self.host)))
-        for rp in here:
+        here, others = records.allocations(client, self.context, uuid,
+                                           self.host)
+        for rp in sorted(here):
             if not client.remove_provider_tree_from_instance_allocation(
                     self.context, uuid, rp):
                 raise exception.AllocationDeleteFailed(
                     consumer_uuid=uuid,
                     error='could not remove the allocation against %s' % rp)
-        if len(here) == len(allocations):
+        if not others:
             self._log('the instance has no allocation left; run: %s',
                       runbook.heal_allocations(uuid).command, level='warning')
-        return here
+        return sorted(here)
 
     def drop_context(self, state):
-        return records.drop_context(state.instance, state.migration)
+        return updates.drop_context(state.instance, state.migration)
 
     def record_fault(self, state):
         if not state.faulted:
-            records.add_fault(self.context, state.instance, self.error or (
-                records.EvacuationFailedThenInterrupted(
+            updates.add_fault(self.context, state.instance, self.error or (
+                updates.EvacuationFailedThenInterrupted(
                     host=self.host, error=self.entry.error)
                 if self.entry.error else
-                records.EvacuationInterrupted(host=self.host)))
+                updates.EvacuationInterrupted(host=self.host)))
             return True
 
     def end(self, state):
@@ -166,11 +165,11 @@ class Ending(object):
             return True
         found = self.entry.held_from
         try:
-            records.set_task_state(self.context, instance, found, rule.HOLD)
+            updates.set_task_state(self.context, instance, found, rule.HOLD)
             state = records.read(self.context, instance.uuid,
                                  self.entry.migration_uuid)
             if not rule.held(self.host, state):
-                records.set_task_state(self.context, instance, rule.HOLD,
+                updates.set_task_state(self.context, instance, rule.HOLD,
                                        found)
                 raise exception.UnexpectedTaskStateError(
                     instance_uuid=instance.uuid, expected=found,
@@ -188,7 +187,7 @@ class Ending(object):
         """ERROR with no task state, if it is still held: the last write."""
         previous = instance.vm_state
         try:
-            records.set_task_state(self.context, instance, rule.HOLD, None,
+            updates.set_task_state(self.context, instance, rule.HOLD, None,
                                    vm_state=vm_states.ERROR)
         except Exception as error:
             self.errors.append('release: %s' % error)

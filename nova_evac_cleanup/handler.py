@@ -16,6 +16,7 @@ from nova_evac_cleanup import ports
 from nova_evac_cleanup import records
 from nova_evac_cleanup import rule
 from nova_evac_cleanup import sweep
+from nova_evac_cleanup import updates
 
 LOG = logging.getLogger(__name__)
 
@@ -113,12 +114,11 @@ class FailureHandler(object):
             if self.error is not error:
                 LOG.error('Ending the failed evacuation to %s failed: %s',
                           entry.host, error, instance=instance)
-                records.add_fault(context, instance, self.error)
+                updates.add_fault(context, instance, self.error)
             elif self._ended_by_nova(instance):
                 leftovers.end(manager.driver, entry, instance)
                 return self.error
             finding = sweep.settle(manager, context, entry,
-                                   records.nodes(context, entry.host),
                                    ending=self.ending())
             if finding.verdict.decision == rule.KEEP:
                 leftovers.end(manager.driver, entry, instance)

@@ -21,6 +21,7 @@ from nova_evac_cleanup import ownership
 from nova_evac_cleanup import ports
 from nova_evac_cleanup import records
 from nova_evac_cleanup import rule
+from nova_evac_cleanup import updates
 
 CONF = cfg.CONF
 LOG = logging.getLogger(__name__)
@@ -48,7 +49,6 @@ def on_start(manager, context, locked):
         # The journal is not touched while the cleanup is disabled.
         act = mode == 'clean' and locked and journal.usable(host)
         entries = journal.entries(host)
-        host_nodes = records.nodes(context, host) if entries else []
     except Exception:
         LOG.exception('Could not look for interrupted evacuations to %s', host)
         return []
@@ -57,7 +57,7 @@ def on_start(manager, context, locked):
     found = []
     for entry in entries:
         try:
-            found.append(settle(manager, context, entry, host_nodes, act=act))
+            found.append(settle(manager, context, entry, act=act))
         except Exception:
             LOG.exception('Could not deal with evacuation %s to %s',
                           entry.migration_uuid, host,
@@ -65,16 +65,15 @@ def on_start(manager, context, locked):
     return found
 
 
-def examine(manager, context, host_nodes, uuid, entry=None,
-            migration_uuid=None):
+def examine(manager, context, uuid, entry=None, migration_uuid=None):
     """The state of instance ``uuid``, what is left of it here, the verdict.
 
     :returns: a :class:`~nova_evac_cleanup.rule.Finding`
     """
     state = records.read(context, uuid,
                          entry.migration_uuid if entry else migration_uuid)
-    allocations = manager.reportclient.get_allocs_for_consumer(
-        context, uuid).get('allocations') or {}
+    here, _ = records.allocations(manager.reportclient, context, uuid,
+                                  manager.host)
     path = ownership.instance_path(uuid)
     files = ownership.contents(path)
     owned, why = ownership.proof(entry) if entry else (False, None)
@@ -82,20 +81,17 @@ def examine(manager, context, host_nodes, uuid, entry=None,
     present = guest.state(manager.driver,
                           state.instance or objects.Instance(uuid=uuid))
     return rule.Finding(manager.host, uuid, entry, state, rule.Left(
-        present, path, files,
-        {rp: a.get('resources', {}) for rp, a in allocations.items()
-         if rp in host_nodes}, bool(files and owned), why))
+        present, path, files, here, bool(files and owned), why))
 
 
-def settle(manager, context, entry, host_nodes, act=True, ending=None):
+def settle(manager, context, entry, act=True, ending=None):
     """Examine and, with ``act``, do what the verdict says; else log it.
 
     :param ending: the :class:`~nova_evac_cleanup.ending.Ending` to end it
         with; by default one that journals each step durably
     :returns: the :class:`~nova_evac_cleanup.rule.Finding`
     """
-    finding = examine(manager, context, host_nodes, entry.instance_uuid,
-                      entry)
+    finding = examine(manager, context, entry.instance_uuid, entry)
     verdict = finding.verdict
     state = finding.state
     if verdict.decision == rule.KEEP or (
@@ -113,7 +109,7 @@ def settle(manager, context, entry, host_nodes, act=True, ending=None):
             state.instance, 'host', None) == entry.host:
         # What nova's finish_evacuation left (this host may have died in
         # it) is done.
-        records.finish(context, state.instance, state.migration)
+        updates.finish(context, state.instance, state.migration)
     elif verdict.decision == rule.END:
         ending = ending or endings.Ending(manager, context, entry)
         try:
@@ -129,7 +125,7 @@ def settle(manager, context, entry, host_nodes, act=True, ending=None):
     return finding
 
 
-def survey(manager, context, host_nodes, act):
+def survey(manager, context, act):
     """The audit's: each journal entry settled, then what only nova shows.
 
     That is reported, never acted on: the guest here of an instance hosted
@@ -143,7 +139,7 @@ def survey(manager, context, host_nodes, act):
         guests and records were looked at
     """
     entries = journal.entries(manager.host)
-    found = [settle(manager, context, entry, host_nodes, act=act)
+    found = [settle(manager, context, entry, act=act)
              for entry in entries]
     known = {entry.instance_uuid for entry in entries}
     guests = set(manager.driver.list_instance_uuids()) - known
@@ -162,9 +158,8 @@ def survey(manager, context, host_nodes, act):
             expected_attrs=[], sort_keys=['uuid'], sort_dirs=['asc'])
         if guests else []) if instance.host != manager.host}
     for uuid in elsewhere | (set(newest) - known - guests):
-        finding = examine(manager, context, host_nodes, uuid,
-                          migration_uuid=getattr(newest.get(uuid), 'uuid',
-                                                 None))
+        finding = examine(manager, context, uuid, migration_uuid=getattr(
+            newest.get(uuid), 'uuid', None))
         state = finding.state
         # Hosted here (forgotten), deleted or in another operation: not a
         # leftover of an evacuation.

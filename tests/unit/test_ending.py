@@ -35,6 +35,7 @@ from nova_evac_cleanup import ownership
 from nova_evac_cleanup import records
 from nova_evac_cleanup import rule
 from nova_evac_cleanup import sweep
+from nova_evac_cleanup import updates
 
 CONF = nova.conf.CONF
 HOST = 'compute1'
@@ -152,8 +153,7 @@ class EndingTestCase(test.TestCase):
             return real(instance, *args, **kwargs)
 
         with fixtures.MonkeyPatch('nova.objects.Instance.save', save):
-            return sweep.settle(self.manager, self.context, self.entry,
-                                [uuids.node])
+            return sweep.settle(self.manager, self.context, self.entry)
 
 
 class TestEnd(EndingTestCase):
@@ -464,10 +464,10 @@ class TestSetStatus(EndingTestCase):
         self.migration.status = 'completed'
         self.migration.save()
 
-        self.assertFalse(records.set_status(self.context, stale,
+        self.assertFalse(updates.set_status(self.context, stale,
                                             rule.RUNNING, 'failed'))
         self.assertEqual('completed', self._reload()[1].status)
-        self.assertTrue(records.set_status(self.context, stale,
+        self.assertTrue(updates.set_status(self.context, stale,
                                            ('completed',), 'failed'))
         self.assertEqual('failed', self._reload()[1].status)
 
@@ -481,7 +481,7 @@ class TestSetStatus(EndingTestCase):
         with mock.patch.object(objects.Migration, 'get_by_id',
                                return_value=self._reload()[1]), \
                 mock.patch.object(objects.Migration, 'save') as save:
-            self.assertFalse(records.set_status(
+            self.assertFalse(updates.set_status(
                 self.context, stale, rule.RUNNING, 'failed'))
         save.assert_not_called()
         self.assertIsNotNone(objects_base.NovaObject.indirection_api)
