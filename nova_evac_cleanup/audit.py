@@ -10,6 +10,8 @@ written anywhere. Allocations no evacuation accounts for are nova-manage's
 to find: the report names its command.
 """
 
+from nova import objects
+
 from nova_evac_cleanup import giveback
 from nova_evac_cleanup import journal
 from nova_evac_cleanup import records
@@ -26,11 +28,12 @@ def report(manager, context, delete=False):
     :returns: a dict, the report
     """
     nodes = records.nodes(context, manager.host)
-    found, examined = sweep.survey(manager, context, delete)
+    service_up = records.service_up(context, manager.host)
+    found, examined = _survey(manager, context, delete)
     result = {
         'host': manager.host,
         'delete': delete,
-        'compute_service_up': records.service_up(context, manager.host),
+        'compute_service_up': service_up,
         'examined': examined,
         'evacuations': [_as_dict(f) for f in found],
         'providers': sorted(nodes),
@@ -38,16 +41,62 @@ def report(manager, context, delete=False):
         'not_given_back': giveback.left(manager, context),
     }
     for finding in found:
-        instance = finding.state.instance
-        if instance is None or instance.deleted:
-            continue
-        here, others = records.allocations(
-            manager.reportclient, context, instance.uuid, manager.host)
-        # Without delete: what ending the evacuation would leave.
-        if not others and (not here or not delete and
-                           finding.verdict.decision == rule.END):
+        instance, left = finding.state.instance, finding.left
+        # What ending it did (delete) or would do: remove the one here.
+        removes = finding.verdict.decision == rule.END and (
+            not delete or 'allocation' in finding.entry.done)
+        if instance and not instance.deleted and not left.elsewhere and (
+                removes or not left.allocations):
             result['missing_allocations'].append(instance.uuid)
     return result
+
+
+def _survey(manager, context, act):
+    """Each journal entry settled, then what only nova shows.
+
+    That is reported, never acted on: the guest here of an instance hosted
+    elsewhere (nova's start-up destroys those of instances evacuated from
+    this host, not the guest a failed evacuation to it kept, the cleanup
+    disabled or its destroy failed), and evacuation records to this host
+    from before it journaled evacuations (stock nova, the patch series).
+    One hypervisor listing and two queries, whatever the history.
+
+    :returns: the findings to report, and how many journal entries,
+        guests and records were looked at
+    """
+    entries = journal.entries(manager.host)
+    found = [sweep.settle(manager, context, entry, act=act)
+             for entry in entries]
+    known = {entry.instance_uuid for entry in entries}
+    guests = set(manager.driver.list_instance_uuids()) - known
+    migrations = objects.MigrationList.get_by_filters(
+        context, {'host': manager.host, 'migration_type': rule.EVACUATION},
+        sort_keys=['created_at', 'id'], sort_dirs=['desc', 'desc'])
+    newest = {}
+    for migration in migrations:
+        if migration.dest_compute == manager.host:
+            newest.setdefault(migration.instance_uuid, migration)
+    # Sorted by uuid, the query is served by the uuid index alone, whatever
+    # the number of instances in the cell.
+    elsewhere = {instance.uuid for instance in (
+        objects.InstanceList.get_by_filters(
+            context, {'uuid': sorted(guests), 'deleted': False},
+            expected_attrs=[], sort_keys=['uuid'], sort_dirs=['asc'])
+        if guests else []) if instance.host != manager.host}
+    for uuid in elsewhere | (set(newest) - known - guests):
+        finding = sweep.examine(
+            manager, context, uuid,
+            migration_uuid=getattr(newest.get(uuid), 'uuid', None))
+        state = finding.state
+        # Hosted here (forgotten), deleted or in another operation: not a
+        # leftover of an evacuation.
+        if (finding.verdict.decision == rule.KEEP and state.instance and
+                not any(m.status not in rule.OVER for m in state.moves
+                        if m is not state.migration)):
+            found.append(finding)
+    return ([f for f in found if f.ended or f.leaves_something() or
+             f.refuses() or f.verdict.decision == rule.END],
+            len(entries) + len(guests) + len(migrations))
 
 
 def _as_dict(finding):

@@ -30,9 +30,10 @@ OVER = frozenset(['confirmed', 'reverted', 'error', 'failed', 'completed',
 #: Also ``completed`` by a source back first, ``failed`` by nova's handler.
 ENDABLE = RUNNING + ('completed', 'failed')
 
-#: ``owned``: the files are the evacuation's own (if not, ``why``).
+#: ``owned``: the files are the evacuation's own (if not, ``why``);
+#: ``allocations``: against this host's providers; ``elsewhere``: others'.
 Left = collections.namedtuple('Left', 'guest path files allocations owned '
-                              'why', defaults=(None,))
+                              'why elsewhere', defaults=(None, None))
 Verdict = collections.namedtuple('Verdict', 'decision kind reason')
 
 

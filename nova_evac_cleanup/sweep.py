@@ -72,8 +72,8 @@ def examine(manager, context, uuid, entry=None, migration_uuid=None):
     """
     state = records.read(context, uuid,
                          entry.migration_uuid if entry else migration_uuid)
-    here, _ = records.allocations(manager.reportclient, context, uuid,
-                                  manager.host)
+    here, elsewhere = records.allocations(manager.reportclient, context,
+                                          uuid, manager.host)
     path = ownership.instance_path(uuid)
     files = ownership.contents(path)
     owned, why = ownership.proof(entry) if entry else (False, None)
@@ -81,7 +81,7 @@ def examine(manager, context, uuid, entry=None, migration_uuid=None):
     present = guest.state(manager.driver,
                           state.instance or objects.Instance(uuid=uuid))
     return rule.Finding(manager.host, uuid, entry, state, rule.Left(
-        present, path, files, here, bool(files and owned), why))
+        present, path, files, here, bool(files and owned), why, elsewhere))
 
 
 def settle(manager, context, entry, act=True, ending=None):
@@ -123,50 +123,3 @@ def settle(manager, context, entry, act=True, ending=None):
     leftovers.end(manager.driver, entry, state.instance,
                   forget=verdict.decision == rule.FORGET)
     return finding
-
-
-def survey(manager, context, act):
-    """The audit's: each journal entry settled, then what only nova shows.
-
-    That is reported, never acted on: the guest here of an instance hosted
-    elsewhere (nova's start-up destroys those of instances evacuated from
-    this host, not the guest a failed evacuation to it kept, the cleanup
-    disabled or its destroy failed), and evacuation records to this host
-    from before it journaled evacuations (stock nova, the patch series).
-    One hypervisor listing and two queries, whatever the history.
-
-    :returns: the findings to report, and how many journal entries,
-        guests and records were looked at
-    """
-    entries = journal.entries(manager.host)
-    found = [settle(manager, context, entry, act=act)
-             for entry in entries]
-    known = {entry.instance_uuid for entry in entries}
-    guests = set(manager.driver.list_instance_uuids()) - known
-    migrations = objects.MigrationList.get_by_filters(
-        context, {'host': manager.host, 'migration_type': rule.EVACUATION},
-        sort_keys=['created_at', 'id'], sort_dirs=['desc', 'desc'])
-    newest = {}
-    for migration in migrations:
-        if migration.dest_compute == manager.host:
-            newest.setdefault(migration.instance_uuid, migration)
-    # Sorted by uuid, the query is served by the uuid index alone, whatever
-    # the number of instances in the cell.
-    elsewhere = {instance.uuid for instance in (
-        objects.InstanceList.get_by_filters(
-            context, {'uuid': sorted(guests), 'deleted': False},
-            expected_attrs=[], sort_keys=['uuid'], sort_dirs=['asc'])
-        if guests else []) if instance.host != manager.host}
-    for uuid in elsewhere | (set(newest) - known - guests):
-        finding = examine(manager, context, uuid, migration_uuid=getattr(
-            newest.get(uuid), 'uuid', None))
-        state = finding.state
-        # Hosted here (forgotten), deleted or in another operation: not a
-        # leftover of an evacuation.
-        if (finding.verdict.decision == rule.KEEP and state.instance and
-                not any(m.status not in rule.OVER for m in state.moves
-                        if m is not state.migration)):
-            found.append(finding)
-    return ([f for f in found if f.ended or f.leaves_something() or
-             f.refuses() or f.verdict.decision == rule.END],
-            len(entries) + len(guests) + len(migrations))

@@ -416,6 +416,36 @@ class NonSharedStorageTest(_InterruptedEvacuationTest):
         code, report = self._audit()
         self.assertEqual(0, code, report)
 
+    def test_audit_names_a_server_its_ending_leaves_without_allocation(self):
+        """The source's allocation gone first (finding F1 of the real tier).
+
+        nova's start on a source back first drops its allocation of an
+        evacuation still ``pre-migrating``: the allocation here is then the
+        server's last, and ending the evacuation leaves it none.
+        """
+        server = self._boot()
+        self._fail_source()
+        server, migration, block = self._interrupt_evacuation(
+            server, 'wait_for_boot')
+        self._restart_dest(sweep='report')
+        self._end_held_spawn(block)
+        self._kill(self.compute1)
+        source_rp = self._get_provider_uuid_by_host(SOURCE)
+        self.assertTrue(self.compute0.manager.reportclient.
+                        remove_provider_tree_from_instance_allocation(
+                            nova_context.get_admin_context(), server['id'],
+                            source_rp))
+
+        code, report = self._audit()
+        self.assertEqual(3, code, report)
+        self.assertEqual([server['id']], report['missing_allocations'])
+        code, report = self._audit(delete=True)
+        self.assertEqual(4, code, report)
+        self.assertEqual([server['id']], report['missing_allocations'])
+        self.assertEqual({}, self._get_allocations_by_server_uuid(
+            server['id']))
+        self.assert_ended(server, migration)
+
     def _journal_files(self):
         """Every file under the journal directory, with its content."""
         root = CONF.evacuate_cleanup.journal_path
