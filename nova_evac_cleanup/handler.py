@@ -107,24 +107,28 @@ class FailureHandler(object):
         if self.error is None:
             self.error = error
             self.journal()
-        # Never rebound from here: a dead source's agent refuses the binding.
-        ports.report_away(manager, context, instance,
-                          'evacuation to %s failed' % entry.host)
+        ended = False
         try:
             if self.error is not error:
                 LOG.error('Ending the failed evacuation to %s failed: %s',
                           entry.host, error, instance=instance)
                 updates.add_fault(context, instance, self.error)
-            elif self._ended_by_nova(instance):
+            if self.error is error and self._ended_by_nova(instance):
                 leftovers.end(manager.driver, entry, instance)
-                return self.error
-            finding = sweep.settle(manager, context, entry,
-                                   ending=self.ending())
-            if finding.verdict.decision == rule.KEEP:
-                leftovers.end(manager.driver, entry, instance)
+            else:
+                finding = sweep.settle(manager, context, entry,
+                                       ending=self.ending())
+                ended = finding.ended
+                if finding.verdict.decision == rule.KEEP:
+                    leftovers.end(manager.driver, entry, instance)
         except Exception:
             LOG.exception('Could not end the failed evacuation to %s',
                           entry.host, instance=instance)
+        if not ended:
+            # Never rebound from here: a dead source's agent refuses the
+            # binding. An ending that ran has reported them.
+            ports.report_away(manager, context, instance,
+                              'evacuation to %s failed' % entry.host)
         return self.error
 
     def _ended_by_nova(self, instance):

@@ -19,6 +19,7 @@ import traceback
 from unittest import mock
 
 import fixtures
+from neutronclient.v2_0 import client as neutron_client
 from nova.compute import claims
 from nova.compute import manager as nova_manager
 from nova.compute import power_state
@@ -28,6 +29,7 @@ from nova.compute import vm_states
 import nova.conf
 from nova import context as nova_context
 from nova import exception
+from nova.network import neutron
 from nova import objects
 from nova.scheduler.client import report
 from nova import test
@@ -902,6 +904,26 @@ class TestFailureCost(RebuildTestCase):
         self.compute.reportclient.\
             remove_provider_tree_from_instance_allocation.\
             assert_called_once_with(mock.ANY, self.instance.uuid, uuids.node)
+
+    def test_a_port_bound_here_is_reported_once(self):
+        """Ended by the rule after nova's handler: one WARNING per port."""
+        self._fail_spawn()
+        self.mock_remove.return_value = False
+        self.compute.reportclient.get_allocs_for_consumer.return_value = {
+            'allocations': {uuids.node: {'resources': {'VCPU': 1}}}}
+        self.mock_nodes.return_value = [mock.Mock(uuid=uuids.node)]
+        client = mock.create_autospec(neutron_client.Client, instance=True)
+        client.list_ports.return_value = {'ports': [{
+            'id': uuids.port, 'binding:host_id': self.compute.host,
+            'binding:vif_type': 'ovs'}]}
+
+        with self._saves_as_nova(), mock.patch.object(
+                neutron, 'get_client', autospec=True, return_value=client):
+            self.assertRaises(SpawnFailed, self._rebuild)
+
+        self.assertIn('ended; the server is ERROR', self.stdlog.logger.output)
+        self.assertEqual(1, self.stdlog.logger.output.count(
+            'Port %s of the server is bound to' % uuids.port))
 
     def test_without_volumes_no_move_is_read(self):
         """Spawn was given no volume: none to release, no move to read."""
