@@ -133,6 +133,10 @@ RESULTS = []
 #: first at its start.
 GIVEBACK_WAIT = 75
 
+#: How long a point may still fire once the evacuation looks ended: the
+#: hook reads its arm right after the call returned, in the same thread.
+ENDED_GRACE = 10
+
 
 def _selected():
     wanted = os.environ.get('EVAC_DEATH_CELLS', '').strip()
@@ -323,7 +327,20 @@ class TestRealDeath(base.DeploymentTestCase):
         result = hypervisor.wait_for(ended, timeout, 'the death of %s\'s '
                                      'nova-compute or the evacuation\'s end'
                                      % DST, interval=0.2)
-        return None if result == 'ended' else result
+        if result != 'ended':
+            return result
+        # The point can be the write that ends the evacuation
+        # (Migration.save#2): the database says it ended a moment before
+        # the hook, right after that call returned, reads its arm and
+        # fires. Disarmed in that moment, it never fired (T5): give it
+        # ENDED_GRACE before calling the point not reached.
+        try:
+            return hypervisor.wait_for(
+                lambda: not svc.running and d.death_fired(DST),
+                ENDED_GRACE, 'the death after the evacuation\'s last write',
+                interval=0.2)
+        except hypervisor.Timeout:
+            return None
 
     def _settle(self, timeout=30):
         """Wait for the server's task state to clear, at most ``timeout``.
