@@ -275,6 +275,9 @@ def parse(argv):
                         help='only list the points')
     parser.add_argument('--no-junk', action='store_true',
                         help='no foreign files in the journal directory')
+    parser.add_argument('--boot-from-volume', action='store_true',
+                        help='the target boots from a volume (it always '
+                        'has a port and a data volume)')
     parser.add_argument('--workers', type=int, default=2)
     parser.add_argument('--results', help='write the report there')
     parser.add_argument('--worker', nargs=2, help=argparse.SUPPRESS)
@@ -295,6 +298,8 @@ def main(argv=None):
     if args.no_junk:
         # Read by the scenarios, here and in the workers.
         os.environ['EXPLORE_NO_JUNK'] = '1'
+    if args.boot_from_volume:
+        os.environ['EXPLORE_BOOT_FROM_VOLUME'] = '1'
     if args.sample == 'ci':
         plan = [(s, n, k, o) for s, n, k, o in CI_SAMPLE
                 if (s, n) in scenarios_of([s], [n])]

@@ -6,7 +6,10 @@ Every scenario runs real nova in-process (API, conductor, scheduler,
 placement) on the fake libvirt driver with four computes: ``compute0`` the
 source, ``compute1`` the destination, ``compute2`` the destination of
 another evacuation in flight at the same time. Four servers: the *target*
-and two bystanders on ``compute0`` (one stays there, one is evacuated to
+(with a port and a data volume, from nova's neutron and cinder fixtures as
+:mod:`tests.harness.services` completes them; booted from a volume too with
+``EXPLORE_BOOT_FROM_VOLUME`` set, ``--boot-from-volume``) and two
+bystanders on ``compute0`` (one stays there, one is evacuated to
 ``compute2`` with the target), one bystander on ``compute1``. ``compute0``
 dies (stopped, forced down, its guests shut off as by the host's death),
 then:
@@ -37,7 +40,9 @@ import time
 import nova.conf
 from nova import context as nova_context
 from nova import objects
+from nova.tests import fixtures as nova_fixtures
 from nova.tests.functional.api import client as api_client
+from oslo_utils.fixture import uuidsentinel as uuids
 
 from tests.explore import tracer as tracing
 from tests.harness import fake_libvirt
@@ -105,6 +110,20 @@ JUNK = {
 }
 
 _WAIT = 30
+
+#: The target's data volume; booted from a volume, its root volume too.
+DATA_VOLUME = uuids.explore_data_volume
+ROOT_VOLUME = nova_fixtures.CinderFixture.IMAGE_BACKED_VOL
+
+
+def boot_from_volume():
+    """Whether the target boots from a volume (``--boot-from-volume``)."""
+    return bool(os.environ.get('EXPLORE_BOOT_FROM_VOLUME'))
+
+
+def volumes():
+    """The target's volumes."""
+    return ((ROOT_VOLUME,) if boot_from_volume() else ()) + (DATA_VOLUME,)
 
 
 class Broken(Exception):
@@ -198,8 +217,8 @@ class ExploreCase(base.EvacuateTestCase):
         # Booted side by side: the servers are independent.
         self.target, self.stays, self.moves, self.local = [
             self._wait_for_state_change(server, 'ACTIVE') for server in [
-                self._post_server(host)
-                for host in (SOURCE, SOURCE, SOURCE, DEST)]]
+                self._post_target()] + [
+                self._post_server(host) for host in (SOURCE, SOURCE, DEST)]]
         self.before = {s['id']: self._disk(s) for s in
                        (self.target, self.stays, self.moves, self.local)}
         self.local_state = self._server_state(self.local)
@@ -258,6 +277,21 @@ class ExploreCase(base.EvacuateTestCase):
     def _post_server(self, host):
         return self.api.post_server({'server': self._build_server(
             host=host, networks='none')})
+
+    def _post_target(self):
+        """The target, on compute0: a port, a data volume, maybe BFV."""
+        self.port = self.neutron.port_1['id']
+        bfv = boot_from_volume()
+        server = self._build_server(image_uuid='' if bfv else None,
+                                    host=SOURCE,
+                                    networks=[{'port': self.port}])
+        server['block_device_mapping_v2'] = ([] if bfv else [{
+            'boot_index': 0, 'uuid': server['imageRef'],
+            'source_type': 'image', 'destination_type': 'local'}]) + [{
+                'boot_index': 0 if volume == ROOT_VOLUME else -1,
+                'uuid': volume, 'source_type': 'volume',
+                'destination_type': 'volume'} for volume in volumes()]
+        return self.api.post_server({'server': server})
 
     def _moved_on(self, server, host):
         """Whether the evacuation of ``server`` to ``host`` has ended."""
@@ -538,7 +572,11 @@ class ExploreCase(base.EvacuateTestCase):
                 'OS-EXT-STS:task_state'] is None, 'the retry to end')
             server = self.api.get_server(uuid)
         generation = self.world.disk_generation(DEST, uuid)
-        if self.STORAGE == 'non-shared':
+        if boot_from_volume():
+            # No local disk: the root disk is a volume.
+            if generation is not None:
+                self._break('retry', 'a local root disk on %s' % DEST)
+        elif self.STORAGE == 'non-shared':
             latest = [r for r in self.world.spawns(DEST, uuid)
                       if r.succeeded]
             if not latest or generation != latest[-1].generation or (

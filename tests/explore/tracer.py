@@ -248,8 +248,11 @@ class Tracer(fixtures.Fixture):
         static = inspect.getattr_static(owner, attr)
         if isinstance(static, staticmethod):
             return
-        # A class method is called through the class: it stays bound.
-        bound = isinstance(static, classmethod)
+        # A class method is called through the class: it stays bound. A
+        # mock in a class (nova's CinderFixture puts its fakes there) is
+        # no descriptor: called without the instance, as before.
+        bound = isinstance(static, classmethod) or (
+            isinstance(owner, type) and not inspect.isfunction(static))
         real = getattr(owner, attr)
         namer = name if callable(name) else (lambda args, kwargs: name)
         tracer = self
