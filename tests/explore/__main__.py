@@ -72,7 +72,7 @@ def record(storage, name):
     outcome, broken, points, error = scenarios.run_cell(
         scenarios.Cell(storage, name))
     baseline = {'outcome': outcome, 'broken': broken, 'error': error}
-    if outcome != 'held':
+    if outcome not in ('held', scenarios.STOCK):
         print('%-9s %-11s %-45s %s' % (storage, name, '(no fault)',
                                        error or broken), flush=True)
     return _explored(name, points), baseline
@@ -209,6 +209,7 @@ def write_results(path, cells, results, counts, baselines, seconds, argv):
     held = sum(1 for r in results if r['outcome'] in ('held', 'kept'))
     unreached = sum(1 for r in results
                     if r['outcome'] == scenarios.NOT_REACHED)
+    stock = sum(1 for r in results if r['outcome'] == scenarios.STOCK)
     lines = [
         'Fault-point explorer: %s' % delivery(),
         '=' * len('Fault-point explorer: %s' % delivery()),
@@ -228,10 +229,13 @@ def write_results(path, cells, results, counts, baselines, seconds, argv):
                            result['outcome'])
             for (storage, name), result in baselines.items()),
         '',
-        '%d cells held or kept, %d whose fault point was never reached '
-        '(``not-reached``: they test nothing), %d broke an invariant or '
-        'failed to run. ``kept``: %s.' % (
-            held, unreached, len(cells) - held - unreached, scenarios.KEPT),
+        '%d cells held or kept, %d broke only what stock nova breaks '
+        'itself (``stock``, listed below), %d whose fault point was never '
+        'reached (``not-reached``: they test nothing), %d broke an '
+        'invariant or failed to run. ``kept``: %s. ``stock``: every '
+        'invariant held but one stock nova breaks by itself: %s' % (
+            held, stock, unreached, len(cells) - held - unreached - stock,
+            scenarios.KEPT, scenarios.STOCK_PREFIX.rstrip(': ')),
         '',
         'Invariants:',
         '',
@@ -248,6 +252,21 @@ def write_results(path, cells, results, counts, baselines, seconds, argv):
                 cell.fault.occurrence, cell.fault.kind, cell.order,
                 result['error'] or '; '.join(
                     '%s: %s' % tuple(b) for b in result['broken'])))
+        lines.append('')
+    stocked = [(c, r) for c, r in zip(cells, results) if any(
+        detail.startswith(scenarios.STOCK_PREFIX)
+        for _, detail in r['broken'])]
+    if stocked:
+        lines += ['What stock nova breaks itself', '-' * 29, '',
+                  scenarios.STOCK_PREFIX.rstrip(': ') + '.', '']
+        for cell, result in stocked:
+            lines.append('* %s %s ``%s#%d`` %s %s: %s' % (
+                cell.storage, cell.scenario, cell.fault.name,
+                cell.fault.occurrence, cell.fault.kind, cell.order,
+                '; '.join('%s: %s' % (invariant, detail[len(
+                    scenarios.STOCK_PREFIX):])
+                    for invariant, detail in result['broken']
+                    if detail.startswith(scenarios.STOCK_PREFIX))))
         lines.append('')
     with open(path, 'w') as stream:
         stream.write('\n'.join(lines))
@@ -335,7 +354,8 @@ def main(argv=None):
     results = run_cells(cells, 1 if args.point else args.workers)
     seconds = time.monotonic() - started
     for cell, result in zip(cells, results):
-        if args.point or result['outcome'] not in ('held', 'kept'):
+        if args.point or result['outcome'] not in ('held', 'kept',
+                                                   scenarios.STOCK):
             print('%s %s %s#%d %s %s: %s' % (
                 cell.storage, cell.scenario, cell.fault.name,
                 cell.fault.occurrence, cell.fault.kind, cell.order,
@@ -349,9 +369,12 @@ def main(argv=None):
                  if r['outcome'] not in scenarios.PASSED)
     unreached = sum(1 for r in results
                     if r['outcome'] == scenarios.NOT_REACHED)
-    print('explore: %d passed, %d not reached (they test nothing), %d '
-          'failed' % (len(results) + len(baselines) - failed - unreached,
-                      unreached, failed))
+    stock = sum(1 for r in results + list(baselines.values())
+                if r['outcome'] == scenarios.STOCK)
+    print('explore: %d passed, %d of them broke only what stock nova '
+          'breaks itself, %d not reached (they test nothing), %d failed' % (
+              len(results) + len(baselines) - failed - unreached, stock,
+              unreached, failed))
     print('Explored %d cells in %d s' % (len(results), seconds))
     return 1 if failed else 0
 

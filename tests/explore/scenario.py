@@ -34,9 +34,14 @@ the target to ``compute1`` again (at most twice), the source comes back
 and the last ones are checked.
 """
 
+import collections
+import json
 import os
+import sys
 import time
 
+import fixtures
+from nova.compute import manager as nova_manager
 import nova.conf
 from nova import context as nova_context
 from nova import objects
@@ -47,6 +52,7 @@ from oslo_utils.fixture import uuidsentinel as uuids
 from tests.explore import tracer as tracing
 from tests.harness import fake_libvirt
 from tests.harness import functional as base
+from tests.harness import services
 
 CONF = nova.conf.CONF
 SOURCE = base.SOURCE
@@ -77,7 +83,29 @@ INVARIANTS = (
     ('retry', 'an HA retry to the same host (at most twice; a hard reboot '
               'if it is recorded there already, in ERROR) ends ACTIVE, on '
               'a fresh disk (non-shared) or the user\'s own (shared, RBD)'),
+    ('ports', 'once the host the server lives on runs (after the evacuation '
+              'and again at the end; a source running then has had its '
+              'periodic give-back), the port is bound there with a working '
+              'vif type, or a WARNING names it with its commands'),
+    ('volumes', 'once that host runs, exactly one attachment per volume, '
+                'the one its mapping names, attached for that host and the '
+                'mapping\'s connection its own; and no host ever disconnects '
+                'a connection it never made (checked at every disconnect)'),
 )
+
+#: The breaks stock nova makes itself, whatever the fix does: counted
+#: apart (verdict ``stock`` when nothing else broke), never charged to
+#: the fix, always listed. After a successful evacuation, the source's
+#: start (nova's ``ComputeManager._destroy_evacuated_instances``, nova
+#: 34.0.0 ``nova/compute/manager.py``) destroys the evacuated guest with
+#: the block device info read from the mappings, which name the
+#: destination's connection now: its driver disconnects each volume with
+#: the destination's connection info (libvirt's ``_cleanup`` disconnects
+#: every volume "regardless"), a connection the source never made.
+STOCK = 'stock'
+STOCK_PREFIX = 'stock nova\'s own (ComputeManager._destroy_evacuated_' \
+    'instances on the source disconnects with the destination\'s ' \
+    'connection info): '
 
 #: What ``kept`` means in the table: the driver's destroy itself failed
 #: in an ending (the failure handler's, the sweep's or ``audit --delete``'s:
@@ -91,7 +119,7 @@ INVARIANTS = (
 #: apart, neither held nor broken.
 NOT_REACHED = 'not-reached'
 #: The outcomes that are not a failure.
-PASSED = ('held', 'kept', NOT_REACHED)
+PASSED = ('held', 'kept', NOT_REACHED, STOCK)
 
 KEPT = ('the driver\'s destroy failed in the ending: the guest is powered '
         'off and kept with its files until the next evacuation of the '
@@ -165,19 +193,30 @@ class ExploreCase(base.EvacuateTestCase):
         self.flags(rpc_response_timeout=2)
         self.flags(sweep_on_start='clean', group='evacuate_cleanup')
         self.compute2 = self._start_compute(OTHER)
+        # A SAN's connection info: the LUN a host logs into is its own, so
+        # a disconnect with another host's connection info shows.
+        self.cinder.STYLE = services.ISCSI
+        self._watch_connections()
+        self.source_runs = True
 
     def runTest(self):
         cell = self.CELL
         self.points = []
         self.outcome = None
         self.broken = []
+        #: the breaks that are stock nova's own (:data:`STOCK`)
+        self.stock = []
         try:
             self._scenario(cell)
         except Broken as error:
             self.broken.append((error.invariant, error.detail))
         self.outcome = self._verdict(cell)
+        if self.stock and self.outcome == 'held':
+            self.outcome = STOCK
         # nova's test case deletes the public attributes at its end.
-        self._ran = (self.outcome, self.broken, self.points)
+        self._ran = (self.outcome, self.broken + [
+            (invariant, STOCK_PREFIX + detail)
+            for invariant, detail in self.stock], self.points)
 
     def _verdict(self, cell):
         """``held``, ``kept`` (see :data:`KEPT`), or what broke.
@@ -223,6 +262,7 @@ class ExploreCase(base.EvacuateTestCase):
                        (self.target, self.stays, self.moves, self.local)}
         self.local_state = self._server_state(self.local)
         self._fail_source()
+        self.source_runs = False
         self.world.host_reboot(SOURCE)
         self.stays_state = self._server_state(self.stays)
         if not os.environ.get('EXPLORE_NO_JUNK'):
@@ -273,6 +313,8 @@ class ExploreCase(base.EvacuateTestCase):
         self._check_split_brain()
         self._check_bystanders()
         self._check_junk()
+        self._check_home(context)
+        self._check_disconnects()
 
     def _post_server(self, host):
         return self.api.post_server({'server': self._build_server(
@@ -377,10 +419,12 @@ class ExploreCase(base.EvacuateTestCase):
         # from it that its own start-up has not cleaned up yet.
         self.compute0 = self.restart_compute_service(self.compute0)
         self._force_down(SOURCE, False)
+        self.source_runs = True
 
     def _stop_source(self):
         self.compute0.stop()
         self._force_down(SOURCE, True)
+        self.source_runs = False
         self.world.host_reboot(SOURCE)
 
     def _settle(self):
@@ -447,6 +491,105 @@ class ExploreCase(base.EvacuateTestCase):
                         'there' % DEST)
         self._check_split_brain()
         self._check_fault(cell, server)
+        self._check_home(context)
+        self._check_disconnects()
+
+    # Ports and volumes.
+
+    def _watch_connections(self):
+        """Note each volume connection each host makes and takes down."""
+        #: host: the connections it made, by :func:`connection_key`
+        self.connections = collections.defaultdict(set)
+        #: ``(host, key, made by this host before, stock nova's own)``
+        self.disconnects = []
+        self._disconnects_checked = 0
+        driver = fake_libvirt.FakeLibvirtDriver
+        connect, disconnect = driver._connect_volume, driver._disconnect_volume
+        stock_code = nova_manager.ComputeManager. \
+            _destroy_evacuated_instances.__code__
+
+        def connect_noted(driver, context, connection_info, instance):
+            result = connect(driver, context, connection_info, instance)
+            self.connections[driver._host].add(
+                connection_key(connection_info))
+            return result
+
+        def disconnect_noted(driver, context, connection_info, instance):
+            key = connection_key(connection_info)
+            self.disconnects.append((
+                driver._host, key, key in self.connections[driver._host],
+                _on_stack(stock_code)))
+            return disconnect(driver, context, connection_info, instance)
+
+        for name, function in (('_connect_volume', connect_noted),
+                               ('_disconnect_volume', disconnect_noted)):
+            self.useFixture(fixtures.MonkeyPatch(
+                'tests.harness.fake_libvirt.FakeLibvirtDriver.' + name,
+                function))
+
+    def _check_disconnects(self):
+        """No host disconnected a connection it never made."""
+        for host, key, made, stock in self.disconnects[
+                self._disconnects_checked:]:
+            if made:
+                continue
+            detail = '%s disconnected %s LUN %s, a connection it never ' \
+                'made' % (host, key[0], key[1])
+            if stock:
+                self.stock.append(('volumes', detail))
+            else:
+                self._break('volumes', detail)
+        self._disconnects_checked = len(self.disconnects)
+
+    def _check_home(self, context):
+        """The ports and volumes, once the server's host runs."""
+        server = self.api.get_server(self.target['id'])
+        host = server['OS-EXT-SRV-ATTR:host']
+        if host == SOURCE:
+            if not self.source_runs:
+                return
+            # The source has run a while: its periodic give-back ran.
+            give_back = getattr(self.compute0.manager,
+                                '_give_back_failed_evacuations', None)
+            if give_back is not None:
+                give_back(context)
+        elif host != DEST:
+            return
+        port = self.neutron._ports[self.port]
+        bound = (port.get('binding:host_id'), port.get('binding:vif_type'))
+        if bound[0] != host or bound[1] in ('binding_failed', 'unbound',
+                                            None):
+            told = [line for line in self.stdlog.logger.output.splitlines()
+                    if 'WARNING' in line and self.port in line and
+                    'openstack port set --host %s %s' % (
+                        host, self.port) in line]
+            if not told:
+                self._break('ports', 'the port is bound to %s (%s), the '
+                            'server lives on %s, and no WARNING names it '
+                            'with its commands' % (bound[0], bound[1], host))
+        for volume in volumes():
+            attachments = self.cinder.volume_to_attachment[volume]
+            bdm = objects.BlockDeviceMapping.get_by_volume_and_instance(
+                context, volume, server['id'])
+            if len(attachments) != 1:
+                self._break('volumes', 'volume %s has %d attachments, the '
+                            'server lives on %s' % (
+                                volume, len(attachments), host))
+                continue
+            [(attachment_id, attachment)] = attachments.items()
+            connector = (attachment.get('connector') or {}).get('host')
+            status = attachment.get('status', 'attached')
+            lun = _lun(bdm.connection_info)
+            if attachment_id != bdm.attachment_id:
+                self._break('volumes', 'the mapping of volume %s names '
+                            'another attachment' % volume)
+            elif status != 'attached' or connector != host:
+                self._break('volumes', 'volume %s %s for %s, the server '
+                            'lives on %s' % (volume, status, connector, host))
+            elif lun != services.lun(host):
+                self._break('volumes', 'the mapping of volume %s has the '
+                            'connection info of LUN %s, not %s\'s' % (
+                                volume, lun, host))
 
     def _check_released_last(self):
         """After a recovery died or failed: not released half-way."""
@@ -585,6 +728,32 @@ class ExploreCase(base.EvacuateTestCase):
                             '%s)' % generation)
         elif self.world.disk_checksum(DEST, uuid) != self.before[uuid]:
             self._break('retry', 'ACTIVE, not on the user\'s own disk')
+
+
+def connection_key(connection_info):
+    """What names one host's connection: the target and the LUN."""
+    data = (connection_info or {}).get('data') or {}
+    return (data.get('target_iqn') or data.get('name'),
+            data.get('target_lun'))
+
+
+def _lun(connection_info):
+    if isinstance(connection_info, str):
+        connection_info = json.loads(connection_info)
+    return ((connection_info or {}).get('data') or {}).get('target_lun')
+
+
+def _on_stack(code):
+    """Whether ``code`` runs on the caller's stack."""
+    frame = sys._getframe(2)
+    try:
+        while frame is not None:
+            if frame.f_code is code:
+                return True
+            frame = frame.f_back
+        return False
+    finally:
+        del frame
 
 
 def case_class(storage):
