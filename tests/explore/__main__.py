@@ -35,16 +35,20 @@ from tests.harness import functional as base  # noqa: E402
 #: The sample ``tox -m ci`` runs: every point of the evacuation with
 #: *raise* on one storage mode, and every point of the recovery with *die*;
 #: of the audit only the points the sweep's cells do not have (the audit
-#: ends an evacuation with the sweep's own steps; the full run has them all).
+#: ends an evacuation with the sweep's own steps; the full run has them all);
+#: of the source's give-back the first call of each neutron and cinder
+#: method, with both (:func:`ci_points`).
 CI_SAMPLE = (
     ('non-shared', 'evacuate', (tracing.RAISE,), ('dest-first',)),
     ('non-shared', 'spawn-fails', (tracing.RAISE,), ('dest-first',)),
     ('non-shared', 'sweep', (tracing.DIE,), ('dest-first',)),
     ('non-shared', 'audit', (tracing.DIE,), ('dest-first',)),
+    ('non-shared', scenarios.GIVEBACK, tracing.FAULTS, ('dest-first',)),
 )
 
 _ROOT = {'evacuate': 'evacuate', 'spawn-fails': 'evacuate',
-         'sweep': 'sweep', 'audit': 'audit'}
+         'sweep': 'sweep', 'audit': 'audit',
+         scenarios.GIVEBACK: scenarios.GIVEBACK}
 
 
 def delivery():
@@ -56,7 +60,8 @@ def scenarios_of(storage_modes, names):
     result = []
     for storage in storage_modes:
         for name in names:
-            if delivery() != 'mixin' and name in scenarios.RECOVERY:
+            if delivery() != 'mixin' and name in scenarios.RECOVERY + (
+                    scenarios.GIVEBACK,):
                 continue
             result.append((storage, name))
     return result
@@ -81,7 +86,7 @@ def record(storage, name):
 def _explored(name, points):
     root = _ROOT[name]
     explored = [p for p in points if p[0] == root]
-    if name in scenarios.RECOVERY:
+    if name in scenarios.RECOVERY + (scenarios.GIVEBACK,):
         return explored
     if name == 'spawn-fails':
         # Only what follows the spawn failure is new.
@@ -93,7 +98,23 @@ def _explored(name, points):
     return explored
 
 
+def ci_points(name, points):
+    """The points the CI sample explores of the give-back: see CI_SAMPLE."""
+    if name != scenarios.GIVEBACK:
+        return points
+    seen, chosen = set(), []
+    for point in points:
+        if point[1].split('.')[0] in ('neutron', 'volume', 'cinder') and (
+                point[1] not in seen):
+            seen.add(point[1])
+            chosen.append(point)
+    return chosen
+
+
 def cells_for(storage, name, points, kinds, orders):
+    if name == scenarios.GIVEBACK:
+        # The evacuation ended before: no restart order to choose.
+        orders = orders[:1]
     cells = []
     for root, point, occurrence in points:
         for kind in kinds:
@@ -210,6 +231,8 @@ def write_results(path, cells, results, counts, baselines, seconds, argv):
     unreached = sum(1 for r in results
                     if r['outcome'] == scenarios.NOT_REACHED)
     stock = sum(1 for r in results if r['outcome'] == scenarios.STOCK)
+    opened = [(c, r) for c, r in zip(cells, results)
+              if r['outcome'] == scenarios.OPEN]
     lines = [
         'Fault-point explorer: %s' % delivery(),
         '=' * len('Fault-point explorer: %s' % delivery()),
@@ -230,11 +253,13 @@ def write_results(path, cells, results, counts, baselines, seconds, argv):
             for (storage, name), result in baselines.items()),
         '',
         '%d cells held or kept, %d broke only what stock nova breaks '
-        'itself (``stock``, listed below), %d whose fault point was never '
+        'itself (``stock``, listed below), %d broke only an open finding '
+        '(``open``, listed below), %d whose fault point was never '
         'reached (``not-reached``: they test nothing), %d broke an '
         'invariant or failed to run. ``kept``: %s. ``stock``: every '
         'invariant held but one stock nova breaks by itself: %s' % (
-            held, stock, unreached, len(cells) - held - unreached - stock,
+            held, stock, len(opened), unreached,
+            len(cells) - held - unreached - stock - len(opened),
             scenarios.KEPT, scenarios.STOCK_PREFIX.rstrip(': ')),
         '',
         'Invariants:',
@@ -252,6 +277,14 @@ def write_results(path, cells, results, counts, baselines, seconds, argv):
                 cell.fault.occurrence, cell.fault.kind, cell.order,
                 result['error'] or '; '.join(
                     '%s: %s' % tuple(b) for b in result['broken'])))
+        lines.append('')
+    if opened:
+        lines += ['Open findings', '-------------', '']
+        for cell, result in opened:
+            lines.append('* %s %s ``%s#%d`` %s %s: %s' % (
+                cell.storage, cell.scenario, cell.fault.name,
+                cell.fault.occurrence, cell.fault.kind, cell.order,
+                '; '.join('%s: %s' % tuple(b) for b in result['broken'])))
         lines.append('')
     stocked = [(c, r) for c, r in zip(cells, results) if any(
         detail.startswith(scenarios.STOCK_PREFIX)
@@ -337,6 +370,8 @@ def main(argv=None):
             swept.update((storage, p[1:]) for p in points)
         elif name == 'audit' and args.sample == 'ci':
             points = [p for p in points if (storage, p[1:]) not in swept]
+        if args.sample == 'ci':
+            points = ci_points(name, points)
         if args.record:
             print('%s %s: %d points' % (storage, name, len(points)))
             for root, point, occurrence in points:
@@ -371,10 +406,12 @@ def main(argv=None):
                     if r['outcome'] == scenarios.NOT_REACHED)
     stock = sum(1 for r in results + list(baselines.values())
                 if r['outcome'] == scenarios.STOCK)
+    opened = sum(1 for r in results if r['outcome'] == scenarios.OPEN)
     print('explore: %d passed, %d of them broke only what stock nova '
-          'breaks itself, %d not reached (they test nothing), %d failed' % (
+          'breaks itself, %d only an open finding (OPEN_FINDINGS: listed '
+          'above), %d not reached (they test nothing), %d failed' % (
               len(results) + len(baselines) - failed - unreached, stock,
-              unreached, failed))
+              opened, unreached, failed))
     print('Explored %d cells in %d s' % (len(results), seconds))
     return 1 if failed else 0
 

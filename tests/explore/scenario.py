@@ -21,10 +21,17 @@ then:
   ``wait_for_boot`` step, and starts again: its start-up sweep ends the
   interrupted evacuation;
 * ``audit``: the same death, then ``nova-evac-cleanup audit --delete``
-  ends it while ``compute1`` is down, and ``compute1`` starts again.
+  ends it while ``compute1`` is down, and ``compute1`` starts again;
+* ``giveback``: the failed spawn of ``spawn-fails``, then ``compute0``
+  starts before its network agent is alive (neutron refuses to bind the
+  port to it): its start-up give-back connects the volumes for itself but
+  cannot bind the port; the agent comes up and its periodic give-back
+  binds it.
 
 The explored fault fires in the evacuation for the first two and in the
-sweep or the audit for the last two (:mod:`tests.explore.tracer`). A
+sweep or the audit for the next two, in the source's give-back (at its
+start or from its periodic task) for ``giveback``
+(:mod:`tests.explore.tracer`). A
 process that died is restarted without a graceful stop, keeping its
 domains and files; a death or an error inside the recovery is followed by
 a second, normal start (or audit), which must finish the job. The source
@@ -59,7 +66,8 @@ SOURCE = base.SOURCE
 DEST = base.DEST
 OTHER = 'compute2'
 
-SCENARIOS = ('evacuate', 'spawn-fails', 'sweep', 'audit')
+GIVEBACK = 'giveback'
+SCENARIOS = ('evacuate', 'spawn-fails', 'sweep', 'audit', GIVEBACK)
 #: The scenarios whose explored points are the recovery's.
 RECOVERY = ('sweep', 'audit')
 ORDERS = ('dest-first', 'source-first')
@@ -118,8 +126,22 @@ STOCK_PREFIX = 'stock nova\'s own (ComputeManager._destroy_evacuated_' \
 #: The outcome of a cell whose fault point was never reached: counted
 #: apart, neither held nor broken.
 NOT_REACHED = 'not-reached'
+#: Open findings of the runtime package the explorer found, by cell
+#: ``(scenario, point, kind)``: the invariant each breaks and the finding.
+#: Such a cell's verdict is ``open`` when what broke is exactly that (it
+#: is counted and listed apart, the CI sample stays green); anything else
+#: breaking, or the finding fixed (the cell holds), shows as usual.
+OPEN = 'open'
+OPEN_FINDINGS = {
+    (GIVEBACK, 'volume.attachment_update#1', tracing.DIE): (
+        'volumes', 'the source died between cinder\'s attachment update '
+        'and its completion: on its next start the give-back updates the '
+        'attachment again and cinder refuses ("already connected with '
+        'attachment ... on host compute0"), at every try: the volume is '
+        'left attaching (issue 42, open)'),
+}
 #: The outcomes that are not a failure.
-PASSED = ('held', 'kept', NOT_REACHED, STOCK)
+PASSED = ('held', 'kept', NOT_REACHED, STOCK, OPEN)
 
 KEPT = ('the driver\'s destroy failed in the ending: the guest is powered '
         'off and kept with its files until the next evacuation of the '
@@ -197,6 +219,11 @@ class ExploreCase(base.EvacuateTestCase):
         # a disconnect with another host's connection info shows.
         self.cinder.STYLE = services.ISCSI
         self._watch_connections()
+        # nova's volume detach asks CONF.host whether the instance is on
+        # this host; the computes of a test share CONF (its host is the
+        # one started last): each asks for its own.
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.virt.block_device.CONF', _HostOfCaller(CONF)))
         self.source_runs = True
 
     def runTest(self):
@@ -211,6 +238,13 @@ class ExploreCase(base.EvacuateTestCase):
         except Broken as error:
             self.broken.append((error.invariant, error.detail))
         self.outcome = self._verdict(cell)
+        finding = cell.fault and OPEN_FINDINGS.get((
+            cell.scenario, '%s#%d' % (cell.fault.name, cell.fault.occurrence),
+            cell.fault.kind))
+        if finding and self.outcome == finding[0]:
+            self.outcome = OPEN
+            self.broken = [(invariant, 'open finding: %s; %s' % (
+                finding[1], detail)) for invariant, detail in self.broken]
         if self.stock and self.outcome == 'held':
             self.outcome = STOCK
         # nova's test case deletes the public attributes at its end.
@@ -273,10 +307,12 @@ class ExploreCase(base.EvacuateTestCase):
             faults.append(INTERRUPTION)
         if cell.fault is not None:
             faults.append(cell.fault)
-        self.tracer = self.useFixture(tracing.Tracer(DEST, faults))
+        self.tracer = self.useFixture(tracing.Tracer(
+            DEST, faults, source=SOURCE if cell.scenario == GIVEBACK
+            else None))
         # What was recorded survives a scenario that fails half-way.
         self._points_seen = self.tracer.points
-        if cell.scenario == 'spawn-fails':
+        if cell.scenario in ('spawn-fails', GIVEBACK):
             self.world.inject_spawn_fault(DEST, 'wait_for_boot')
         ended = self._rebuilds_ended()
         self.api.post_server_action(self.moves['id'],
@@ -300,6 +336,9 @@ class ExploreCase(base.EvacuateTestCase):
         if dead:
             self._start_dest_with_fault(
                 explored=cell.scenario == 'sweep')
+        if cell.scenario == GIVEBACK:
+            self._give_back_with_fault(context)
+            source_down = False
         self._settle()
         self.points = list(self.tracer.points)
         self.tracer.disarm()
@@ -413,6 +452,45 @@ class ExploreCase(base.EvacuateTestCase):
             self.tracer.disarm()
             self._check_released_last()
             self._audit()
+
+    def _give_back_with_fault(self, context):
+        """compute0 starts, its agent down, then its periodic give-back.
+
+        A start or a periodic run that dies is followed by a normal start;
+        one that fails, by the next periodic run.
+        """
+        self.neutron.agents_down = {SOURCE}
+        try:
+            self._restart_source()
+        except tracing.ProcessDied:
+            self._source_died()
+        self.neutron.agents_down = set()
+        fired = self.CELL.fault in self.tracer.fired
+        try:
+            self.compute0.manager._give_back_failed_evacuations(context)
+        except tracing.ProcessDied:
+            self._source_died()
+            return
+        if not fired and self.CELL.fault in self.tracer.fired:
+            # It failed: the next periodic run.
+            self.tracer.disarm()
+            self.compute0.manager._give_back_failed_evacuations(context)
+
+    def _source_died(self):
+        """compute0 died in its give-back: killed, then a normal start."""
+        self.tracer.resurrect()
+        self.tracer.disarm()
+        service = self.compute0
+        if getattr(service, 'rpcserver', None) is not None:
+            service.rpcserver.stop()
+        service.tg.stop()
+        self.release_host_lock(SOURCE)
+        self._force_down(SOURCE, True)
+        cell_name = self.host_mappings[SOURCE].cell_mapping.name
+        self.compute0 = self.start_service('compute', host=SOURCE,
+                                           cell_name=cell_name)
+        self._force_down(SOURCE, False)
+        self.source_runs = True
 
     def _restart_source(self):
         # nova refuses to force a host up while it has evacuations done
@@ -645,7 +723,7 @@ class ExploreCase(base.EvacuateTestCase):
         fired = self.tracer.fired.get(cell.fault)
         spawn_failed = self.tracer.index_of(
             ('evacuate', 'driver.spawn:wait_for_boot', 1))
-        if cell.scenario == 'spawn-fails' and (
+        if cell.scenario in ('spawn-fails', GIVEBACK) and (
                 fired is None or spawn_failed is not None and
                 fired > spawn_failed):
             expected = 'FakeLibvirtError'
@@ -728,6 +806,27 @@ class ExploreCase(base.EvacuateTestCase):
                             '%s)' % generation)
         elif self.world.disk_checksum(DEST, uuid) != self.before[uuid]:
             self._break('retry', 'ACTIVE, not on the user\'s own disk')
+
+
+class _HostOfCaller(object):
+    """CONF, whose ``host`` is the one of the compute on the call stack."""
+
+    def __init__(self, conf):
+        self._conf = conf
+
+    def __getattr__(self, name):
+        if name == 'host':
+            frame = sys._getframe(1)
+            try:
+                while frame is not None:
+                    for local in ('self', 'manager'):
+                        owner = frame.f_locals.get(local)
+                        if isinstance(owner, nova_manager.ComputeManager):
+                            return owner.host
+                    frame = frame.f_back
+            finally:
+                del frame
+        return getattr(self._conf, name)
 
 
 def connection_key(connection_info):

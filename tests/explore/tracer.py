@@ -13,7 +13,13 @@ and volume APIs, and this project's journal and ownership-marker writes.
 Only calls made on behalf of one *root* on the destination host are
 recorded: the evacuation (``rebuild_instance`` of the destination's
 manager), the start-up sweep (``sweep.on_start``) or ``audit --delete``
-(``audit.report``). The root and its host are found on the call stack, so
+(``audit.report``); and, on the *source*, its give-back of a failed
+evacuation (``giveback.give_back_all``, at its start and from its
+periodic task), whose neutron client calls (``neutron.*``, the fixture's
+methods nova's ``get_client`` hands out) and cinder client calls
+(``cinder.client``: the client made for the volume show nova's API lacks;
+a fault there fails or dies at that show) count too, for it alone. The
+root and its host are found on the call stack, so
 background work (periodic tasks, the sweep's late report of foreign
 guests) and the other hosts are never counted and the numbering is the
 same on every run. A point is ``(name, n)``: the n-th call of that name.
@@ -45,6 +51,7 @@ from nova.network import neutron
 from nova import objects
 from nova import safe_utils
 from nova.scheduler.client import report
+from nova.tests import fixtures as nova_fixtures
 from nova.volume import cinder
 
 from nova_evac_cleanup import journal
@@ -96,9 +103,11 @@ class Tracer(fixtures.Fixture):
     :param faults: the :class:`Fault` s to inject, none to only record
     """
 
-    def __init__(self, host, faults=()):
+    def __init__(self, host, faults=(), source=None):
         super().__init__()
         self.host = host
+        #: the host whose give-back is a root (None: not one)
+        self.source = source
         #: the faults still to fire, each at its point
         self.faults = list(faults)
         #: the points, in order: ``(root, name, occurrence)``
@@ -126,19 +135,25 @@ class Tracer(fixtures.Fixture):
         sweep_of = (getattr(module, 'on_start', None) or
                     getattr(module, 'sweep', None) or
                     getattr(recovery, 'sweep'))
-        roots = {sweep_of.__code__: ('sweep', 'manager')}
+        roots = {sweep_of.__code__: ('sweep', 'manager', self.host)}
         # The audit's: audit.report, recovery.audit before it moved.
         report_of = getattr(_optional('nova_evac_cleanup.audit'), 'report',
                             None) or getattr(recovery, 'audit')
-        roots[report_of.__code__] = ('audit', 'manager')
+        roots[report_of.__code__] = ('audit', 'manager', self.host)
         from nova_evac_cleanup import manager
 
         # The mixin's own method, and nova's under its decorators.
         roots[manager.EvacuateCleanupMixin.rebuild_instance.__code__] = (
-            'evacuate', 'self')
+            'evacuate', 'self', self.host)
         roots[safe_utils.get_wrapped_function(
             nova_manager.ComputeManager.rebuild_instance).__code__] = (
-            'evacuate', 'self')
+            'evacuate', 'self', self.host)
+        # The source's give-back, at its start and from its periodic task.
+        give_back_all = getattr(_optional('nova_evac_cleanup.giveback'),
+                                'give_back_all', None)
+        if give_back_all is not None and self.source is not None:
+            roots[give_back_all.__code__] = ('giveback', 'manager',
+                                             self.source)
         return roots
 
     def root(self):
@@ -150,7 +165,7 @@ class Tracer(fixtures.Fixture):
                 spec = self._root_codes.get(frame.f_code)
                 if spec is not None:
                     owner = frame.f_locals.get(spec[1])
-                    if getattr(owner, 'host', None) == self.host:
+                    if getattr(owner, 'host', None) == spec[2]:
                         # The outermost root counts: the mixin's
                         # rebuild_instance calls nova's.
                         found = spec[0]
@@ -208,6 +223,16 @@ class Tracer(fixtures.Fixture):
             for name, value in list(vars(cls).items()):
                 if not name.startswith('_') and callable(value):
                     self._wrap(cls, name, '%s.%s' % (prefix, name))
+        # The clients the give-back uses itself (nova's API, for the
+        # others, is above).
+        for name in ('list_ports', 'show_port', 'update_port',
+                     'create_port_binding', 'activate_port_binding',
+                     'delete_port_binding', 'show_port_binding'):
+            if hasattr(nova_fixtures.NeutronFixture, name):
+                self._wrap(nova_fixtures.NeutronFixture, name,
+                           'neutron.%s' % name, roots=('giveback',))
+        self._wrap(cinder, 'cinderclient', 'cinder.client',
+                   roots=('giveback',))
         # This project's own writes, as each version of it names them.
         for module, attr, name in (
                 (journal, 'write', 'journal.write'),
@@ -244,7 +269,7 @@ class Tracer(fixtures.Fixture):
         self.useFixture(fixtures.MonkeyPatch(
             '%s.%s' % (owner.__name__, name), guarded))
 
-    def _wrap(self, owner, attr, name):
+    def _wrap(self, owner, attr, name, roots=None):
         static = inspect.getattr_static(owner, attr)
         if isinstance(static, staticmethod):
             return
@@ -262,7 +287,7 @@ class Tracer(fixtures.Fixture):
             if eventlet.getcurrent() in tracer._dead:
                 raise ProcessDied('dead: %s' % namer(args, kwargs))
             root = tracer.root()
-            if root is None:
+            if root is None or roots is not None and root not in roots:
                 return real(*args, **kwargs)
             point = namer(args, kwargs)
             tracer._counts[(root, point)] += 1
