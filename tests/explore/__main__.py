@@ -267,40 +267,33 @@ def write_results(path, cells, results, counts, baselines, seconds, argv):
     ]
     lines += ['* ``%s``: %s' % item for item in scenarios.INVARIANTS]
     lines += ['', table(cells, results), '']
-    broken = [(c, r) for c, r in zip(cells, results)
-              if r['outcome'] not in scenarios.PASSED]
-    if broken:
-        lines += ['What broke', '----------', '']
-        for cell, result in broken:
-            lines.append('* %s %s ``%s#%d`` %s %s: %s' % (
+
+    def listed(title, chosen, words, intro=()):
+        """A section of ``chosen`` cells, each with ``words(result)``."""
+        if not chosen:
+            return []
+        return [title, '-' * len(title), '', *intro] + [
+            '* %s %s ``%s#%d`` %s %s: %s' % (
                 cell.storage, cell.scenario, cell.fault.name,
                 cell.fault.occurrence, cell.fault.kind, cell.order,
-                result['error'] or '; '.join(
-                    '%s: %s' % tuple(b) for b in result['broken'])))
-        lines.append('')
-    if opened:
-        lines += ['Open findings', '-------------', '']
-        for cell, result in opened:
-            lines.append('* %s %s ``%s#%d`` %s %s: %s' % (
-                cell.storage, cell.scenario, cell.fault.name,
-                cell.fault.occurrence, cell.fault.kind, cell.order,
-                '; '.join('%s: %s' % tuple(b) for b in result['broken'])))
-        lines.append('')
-    stocked = [(c, r) for c, r in zip(cells, results) if any(
-        detail.startswith(scenarios.STOCK_PREFIX)
-        for _, detail in r['broken'])]
-    if stocked:
-        lines += ['What stock nova breaks itself', '-' * 29, '',
-                  scenarios.STOCK_PREFIX.rstrip(': ') + '.', '']
-        for cell, result in stocked:
-            lines.append('* %s %s ``%s#%d`` %s %s: %s' % (
-                cell.storage, cell.scenario, cell.fault.name,
-                cell.fault.occurrence, cell.fault.kind, cell.order,
-                '; '.join('%s: %s' % (invariant, detail[len(
-                    scenarios.STOCK_PREFIX):])
-                    for invariant, detail in result['broken']
-                    if detail.startswith(scenarios.STOCK_PREFIX))))
-        lines.append('')
+                words(result)) for cell, result in chosen] + ['']
+
+    def details(result, prefix=''):
+        return '; '.join('%s: %s' % (invariant, detail[len(prefix):])
+                         for invariant, detail in result['broken']
+                         if detail.startswith(prefix))
+
+    lines += listed('What broke', [
+        (c, r) for c, r in zip(cells, results)
+        if r['outcome'] not in scenarios.PASSED],
+        lambda result: result['error'] or details(result))
+    lines += listed('Open findings', opened, details)
+    lines += listed('What stock nova breaks itself', [
+        (c, r) for c, r in zip(cells, results) if any(
+            detail.startswith(scenarios.STOCK_PREFIX)
+            for _, detail in r['broken'])],
+        lambda result: details(result, scenarios.STOCK_PREFIX),
+        intro=[scenarios.STOCK_PREFIX.rstrip(': ') + '.', ''])
     with open(path, 'w') as stream:
         stream.write('\n'.join(lines))
 

@@ -355,6 +355,16 @@ class NonSharedStorageTest(_InterruptedEvacuationTest):
         self.assertEqual('running',
                          self.world.domain_state(DEST, server['id']))
 
+    def _interrupted_then_reporting(self):
+        """compute1 died in the evacuation and came back only reporting."""
+        server = self._boot()
+        self._fail_source()
+        server, migration, block = self._interrupt_evacuation(
+            server, 'wait_for_boot')
+        self._restart_dest(sweep='report')
+        self._end_held_spawn(block)
+        return server, migration
+
     def test_report_and_audit_change_nothing(self):
         """sweep_on_start=report and audit without --delete only report.
 
@@ -363,12 +373,7 @@ class NonSharedStorageTest(_InterruptedEvacuationTest):
         may be in the middle of the very evacuation. Once the process is
         gone it ends the evacuation.
         """
-        server = self._boot()
-        self._fail_source()
-        server, migration, block = self._interrupt_evacuation(
-            server, 'wait_for_boot')
-        self._restart_dest(sweep='report')
-        self._end_held_spawn(block)
+        server, migration = self._interrupted_then_reporting()
         self.assert_stuck(server, migration)
         files = self.world.files(DEST, server['id'])
 
@@ -423,12 +428,7 @@ class NonSharedStorageTest(_InterruptedEvacuationTest):
         evacuation still ``pre-migrating``: the allocation here is then the
         server's last, and ending the evacuation leaves it none.
         """
-        server = self._boot()
-        self._fail_source()
-        server, migration, block = self._interrupt_evacuation(
-            server, 'wait_for_boot')
-        self._restart_dest(sweep='report')
-        self._end_held_spawn(block)
+        server, migration = self._interrupted_then_reporting()
         self._kill(self.compute1)
         source_rp = self._get_provider_uuid_by_host(SOURCE)
         self.assertTrue(self.compute0.manager.reportclient.

@@ -890,13 +890,17 @@ class TestFailureCost(RebuildTestCase):
         self.assertEqual(1, self.mock_migrations.call_count)
         self.assertEqual([], journal.entries(self.compute.host))
 
-    def test_an_allocation_nova_could_not_remove_is_removed(self):
-        """nova's handler logs a failed removal and raises the spawn's."""
+    def _fail_spawn_nova_keeps_the_allocation(self):
+        """nova's handler will fail to remove the allocation here."""
         self._fail_spawn()
         self.mock_remove.return_value = False
         self.compute.reportclient.get_allocs_for_consumer.return_value = {
             'allocations': {uuids.node: {'resources': {'VCPU': 1}}}}
         self.mock_nodes.return_value = [mock.Mock(uuid=uuids.node)]
+
+    def test_an_allocation_nova_could_not_remove_is_removed(self):
+        """nova's handler logs a failed removal and raises the spawn's."""
+        self._fail_spawn_nova_keeps_the_allocation()
 
         with self._saves_as_nova():
             self.assertRaises(SpawnFailed, self._rebuild)
@@ -907,11 +911,7 @@ class TestFailureCost(RebuildTestCase):
 
     def test_a_port_bound_here_is_reported_once(self):
         """Ended by the rule after nova's handler: one WARNING per port."""
-        self._fail_spawn()
-        self.mock_remove.return_value = False
-        self.compute.reportclient.get_allocs_for_consumer.return_value = {
-            'allocations': {uuids.node: {'resources': {'VCPU': 1}}}}
-        self.mock_nodes.return_value = [mock.Mock(uuid=uuids.node)]
+        self._fail_spawn_nova_keeps_the_allocation()
         client = mock.create_autospec(neutron_client.Client, instance=True)
         client.list_ports.return_value = {'ports': [{
             'id': uuids.port, 'binding:host_id': self.compute.host,
