@@ -95,7 +95,7 @@ class Ending(object):
 
     def release_volumes(self, state):
         return volumes.release(self.manager, self.context, state.instance,
-                               self.entry)
+                               self.entry, self.record)
 
     def remove_allocation(self, state):
         uuid, client = self.entry.instance_uuid, self.manager.reportclient

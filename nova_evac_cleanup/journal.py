@@ -36,6 +36,8 @@ class Entry(object):
     fsid: int | None = None  #: the filesystem it was absent from
     #: the source's attachment of each volume nova began to replace
     detached: dict = dataclasses.field(default_factory=dict)
+    #: the reserved attachment its ending made for each volume
+    reserved: dict = dataclasses.field(default_factory=dict)
     error: str | None = None  #: what failed it, as this host first saw it
     phase: str = BEGUN  #: how far its end got (``releasing``: server held)
     held_from: str | None = None  #: the task state the ending found
@@ -44,6 +46,7 @@ class Entry(object):
     def __post_init__(self):
         # Entries of earlier versions may hold null for either.
         self.detached, self.done = self.detached or {}, self.done or []
+        self.reserved = self.reserved or {}
 
     def made(self, volume_id, attachment_id):
         """Whether the attachment is the evacuation's, not the source's."""
@@ -64,10 +67,12 @@ class Entry(object):
             data = _upgraded(data)
         entry = cls(**{name: data[name] for name in FIELDS if name in data})
         if not (isinstance(entry.detached, dict) and
+                isinstance(entry.reserved, dict) and
                 isinstance(entry.done, list) and
                 isinstance(entry.claim, (str, type(None))) and
                 entry.phase in PHASES):
-            raise ValueError('detached, done, claim or phase mistyped')
+            raise ValueError('detached, reserved, done, claim or phase '
+                             'mistyped')
         return entry
 
 

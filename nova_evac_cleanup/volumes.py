@@ -13,31 +13,43 @@ from nova_evac_cleanup import runbook
 LOG = logging.getLogger(__name__)
 
 
-def release(manager, context, instance, entry):
-    """Disconnect here the volumes it attached, as ``revert_resize`` does.
+def release(manager, context, instance, entry, record):
+    """Disconnect here the volumes it attached, as nova's resize revert does.
+
+    cinder disconnects an attachment only by replacing it with a reserved
+    one, as nova's ``_terminate_volume_connections`` does; here the reserved
+    one is journaled (``record``) before the old one is deleted, so a try
+    cut at cinder's delete or at the mapping's save is finished by the next
+    instead of making another attachment and failing at the deleted one.
 
     :returns: the ids of the volumes released
     """
     bdms = [bdm for bdm in objects.BlockDeviceMappingList.get_by_instance_uuid(
-        context, entry.instance_uuid) if bdm.is_volume and entry.made(
-            bdm.volume_id, bdm.attachment_id)]
-    if not bdms:
-        return None
-    commands = ' && '.join(runbook.refresh_volumes(
-        instance.host, instance.uuid, [bdm.volume_id for bdm in bdms]))
-    try:
-        nova_support.helper(manager, '_terminate_volume_connections')(
-            context, instance, bdms)
-    except nova_support.HelperChanged as error:
-        LOG.error('Evacuation %s to %s: cannot release the connections of '
-                  'its volumes here (%s); once checked, run: %s',
-                  entry.migration_uuid, entry.host, error, commands,
-                  instance=instance)
-        return None
-    LOG.warning('Evacuation %s to %s: its volumes are reserved for the '
-                'server; nova-evac-cleanup on %s connects them there again '
-                'as it runs; without it, run: %s', entry.migration_uuid,
-                entry.host, instance.host, commands, instance=instance)
+        context, entry.instance_uuid) if bdm.is_volume and bdm.attachment_id
+        and entry.made(bdm.volume_id, bdm.attachment_id)]
+    for bdm in bdms:
+        reserved = entry.reserved.get(bdm.volume_id)
+        if reserved is None:
+            reserved = entry.reserved[bdm.volume_id] = (
+                manager.volume_api.attachment_create(
+                    context, bdm.volume_id, instance.uuid)['id'])
+            record()
+        if bdm.attachment_id != reserved:
+            try:
+                manager.volume_api.attachment_delete(context,
+                                                     bdm.attachment_id)
+            except exception.VolumeAttachmentNotFound:
+                pass  # deleted by the try this one finishes
+            bdm.attachment_id = reserved
+            bdm.save()
+    if bdms:
+        LOG.warning('Evacuation %s to %s: its volumes are reserved for the '
+                    'server; nova-evac-cleanup on %s connects them there '
+                    'again as it runs; without it, run: %s',
+                    entry.migration_uuid, entry.host, instance.host,
+                    ' && '.join(runbook.refresh_volumes(
+                        instance.host, instance.uuid,
+                        [bdm.volume_id for bdm in bdms])), instance=instance)
     return [bdm.volume_id for bdm in bdms]
 
 

@@ -150,23 +150,6 @@ OPEN_FINDINGS = (
              'driver.spawn#1', 'driver.spawn:create_instance_dir#1',
              'driver.write_disk#1', 'driver.spawn:create_disks#1',
              'driver.spawn:get_guest_xml#1')}),
-    ('volumes', 'the failure handler\'s unwind replaces the destination\'s '
-     'attachment by a reserved one; cinder failing at the delete of the '
-     'old one leaves it (attached for the destination) beside the new: '
-     'after the retry, two attachments (issue 42, finding 3; the runtime '
-     'package; open)', {
-         ('spawn-fails', 'volume.attachment_delete#2', tracing.RAISE)}),
-    ('stuck, volumes', 'the save of a volume mapping failing in the failure '
-     'handler\'s unwind leaves the task state rebuild_block_device_mapping '
-     'set, and after the retry three attachments of the volume (the runtime '
-     'package; open)', {
-         ('spawn-fails', 'BlockDeviceMapping.save#4', tracing.RAISE)}),
-    ('stuck, volumes', 'the destination died in its sweep right after '
-     'cinder deleted its attachment (the release: a reserved one made, the '
-     'destination\'s deleted): the next start leaves the task state '
-     'rebuild_block_device_mapping set, and after the retry three '
-     'attachments (the runtime package; open)', {
-         ('sweep', 'volume.attachment_delete#1', tracing.DIE)}),
     ('volumes', 'the destination died in its sweep right after cinder made '
      'the reserved attachment, before the mapping names it: after the '
      'retry two attachments, one named nowhere (the runtime package; '

@@ -36,6 +36,7 @@ from nova import test
 from nova.tests import fixtures as nova_fixtures
 from nova.tests.unit import fake_instance
 from nova.virt import driver as virt_driver
+from nova.volume import cinder
 import oslo_messaging as messaging
 from oslo_utils.fixture import uuidsentinel as uuids
 from oslo_utils import uuidutils
@@ -212,13 +213,14 @@ class RebuildTestCase(test.NoDBTestCase):
             'nova.compute.manager.ComputeManager._detach_volume',
             lambda self, context, bdm, instance, destroy_bdm=True,
             attachment_id=None: None))
-        self.compute.volume_api = mock.Mock()
-        self.compute.volume_api.attachment_create.return_value = {
-            'id': uuids.dest}
-        # What the evacuation connected here is released after a destroy.
-        self.mock_unwind = patch(test.fixtures.MockPatchObject(
-            self.compute, '_terminate_volume_connections',
-            autospec=True)).mock
+        self.compute.volume_api = mock.create_autospec(cinder.API,
+                                                       instance=True)
+        made = iter([uuids.dest, uuids.reserved])
+        self.compute.volume_api.attachment_create.side_effect = (
+            lambda *args, **kwargs: {'id': next(made)})
+        # What the evacuation connected here is released after a destroy:
+        # cinder deletes its attachment, a reserved one takes its place.
+        self.mock_unwind = self.compute.volume_api.attachment_delete
 
     def _instance(self):
         instance = fake_instance.fake_instance_obj(
@@ -364,8 +366,8 @@ class TestEvacuateSpawnFailure(RebuildTestCase):
         self.assert_destroyed(destroy_disks=True)
         # Then this host's volume connections are released: the mapping
         # whose attachment the evacuation made here.
-        self.mock_unwind.assert_called_once_with(
-            mock.ANY, self.instance, self.bdms.objects)
+        self.mock_unwind.assert_called_once_with(mock.ANY, uuids.dest)
+        self.assertEqual(uuids.reserved, self.bdms[0].attachment_id)
 
     def test_no_volume_no_unwind(self):
         """Issue 27, item 4: no SQL the cleanup does not need.
