@@ -154,13 +154,6 @@ OPEN_FINDINGS = (
      'the reserved attachment, before the mapping names it: after the '
      'retry two attachments, one named nowhere (the runtime package; '
      'open)', {('sweep', 'volume.attachment_create#1', tracing.DIE)}),
-    ('volumes', 'the source\'s give-back died or failed between cinder\'s '
-     'attachment update and its completion: its next run updates the '
-     'attachment again and cinder refuses ("already connected with '
-     'attachment ... on host compute0"), at every try: the volume is left '
-     'attaching (the runtime package; open)', {
-         (GIVEBACK, 'volume.attachment_update#1', tracing.DIE),
-         (GIVEBACK, 'volume.attachment_complete#1', tracing.RAISE)}),
 )
 
 

@@ -10,11 +10,13 @@ do, and the give-back of a failed evacuation (issue 33) depends on it:
 
 * cinder: an attachment is ``reserved`` (no connector, no connection
   info), ``attaching`` once updated with a connector, ``attached`` once
-  completed; ``attachment_get`` answers what nova's cinder API would
-  (connection info only once connected, its status inside it), and the
-  volume show each attachment's host (``host_name``), the host of the
-  connector it was completed with. With
-  ``STYLE`` ``rbd`` or ``iscsi`` on the fixture the connection info is
+  completed; an update is refused, as cinder's volume API refuses it,
+  only when the volume has another attachment and one is connected;
+  ``attachment_get`` answers what nova's cinder API would (connection
+  info only once connected, its status inside it), and the volume show
+  each attachment's host (``host_name``), the host of the connector it
+  was completed with. With ``STYLE`` ``rbd`` or ``iscsi`` on the
+  fixture the connection info is
   shaped like Ceph's (the same on every host) or like a SAN's, whose LUN
   a host sees depends on the host (:func:`lun`);
 * neutron: each port has a ``revision_number``, raised by every update; an
@@ -88,9 +90,15 @@ def _cinder(test):
 
     def attachment_update(fixture, context, attachment_id, connector,
                           mountpoint=None):
+        volume_id, attachment, attachments = fixture._find_attachment(
+            attachment_id)
+        if len(attachments) == 1:
+            # cinder refuses a second connection only beside another
+            # attachment; the only one is updated again (nova's fixture
+            # refuses it).
+            attachment['connector'] = None
         result = update(fixture, context, attachment_id, connector,
                         mountpoint=mountpoint)
-        volume_id, attachment, _ = fixture._find_attachment(attachment_id)
         style = getattr(fixture, 'STYLE', None)
         if style:
             result['connection_info'] = connection_info(
