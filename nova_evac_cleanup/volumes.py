@@ -17,10 +17,10 @@ def release(manager, context, instance, entry, record):
     """Disconnect here the volumes it attached, as nova's resize revert does.
 
     cinder disconnects an attachment only by replacing it with a reserved
-    one, as nova's ``_terminate_volume_connections`` does; here the reserved
-    one is journaled (``record``) before the old one is deleted, so a try
-    cut at cinder's delete or at the mapping's save is finished by the next
-    instead of making another attachment and failing at the deleted one.
+    one, as nova's ``_terminate_volume_connections`` does; here each call
+    is journaled (``record``) first, so that a try cut anywhere is finished
+    by the next: it names the reserved attachment a cut try made, and
+    tolerates the destination's already deleted.
 
     :returns: the ids of the volumes released
     """
@@ -28,11 +28,17 @@ def release(manager, context, instance, entry, record):
         context, entry.instance_uuid) if bdm.is_volume and bdm.attachment_id
         and entry.made(bdm.volume_id, bdm.attachment_id)]
     for bdm in bdms:
+        # '': a try asked cinder for one, and never heard which.
         reserved = entry.reserved.get(bdm.volume_id)
-        if reserved is None:
-            reserved = entry.reserved[bdm.volume_id] = (
-                manager.volume_api.attachment_create(
-                    context, bdm.volume_id, instance.uuid)['id'])
+        if not reserved:
+            reserved = reserved == '' and _unnamed(manager, context, bdm)
+        if not reserved:
+            entry.reserved[bdm.volume_id] = ''
+            record()
+            reserved = manager.volume_api.attachment_create(
+                context, bdm.volume_id, instance.uuid)['id']
+        if entry.reserved[bdm.volume_id] != reserved:
+            entry.reserved[bdm.volume_id] = reserved
             record()
         if bdm.attachment_id != reserved:
             try:
@@ -51,6 +57,15 @@ def release(manager, context, instance, entry, record):
                         instance.host, instance.uuid,
                         [bdm.volume_id for bdm in bdms])), instance=instance)
     return [bdm.volume_id for bdm in bdms]
+
+
+def _unnamed(manager, context, bdm):
+    """A reserved attachment of the volume for the server no mapping names."""
+    found = manager.volume_api.attachment_get_all(
+        context, instance_id=bdm.instance_uuid, volume_id=bdm.volume_id)
+    return next((attachment['id'] for attachment in found
+                 if attachment['id'] != bdm.attachment_id and
+                 attachment.get('status') == 'reserved'), None)
 
 
 def block_device_info(manager, context, instance, entry):

@@ -150,10 +150,6 @@ OPEN_FINDINGS = (
              'driver.spawn#1', 'driver.spawn:create_instance_dir#1',
              'driver.write_disk#1', 'driver.spawn:create_disks#1',
              'driver.spawn:get_guest_xml#1')}),
-    ('volumes', 'the destination died in its sweep right after cinder made '
-     'the reserved attachment, before the mapping names it: after the '
-     'retry two attachments, one named nowhere (the runtime package; '
-     'open)', {('sweep', 'volume.attachment_create#1', tracing.DIE)}),
 )
 
 

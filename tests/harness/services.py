@@ -12,6 +12,7 @@ do, and the give-back of a failed evacuation (issue 33) depends on it:
   info), ``attaching`` once updated with a connector, ``attached`` once
   completed; an update is refused, as cinder's volume API refuses it,
   only when the volume has another attachment and one is connected;
+  ``attachment_get_all`` answers a list, with each status, as cinder does;
   ``attachment_get`` answers what nova's cinder API would (connection
   info only once connected, its status inside it), and the volume show
   each attachment's host (``host_name``), the host of the connector it
@@ -115,6 +116,20 @@ def _cinder(test):
         attachment.update(status='attached', host_name=(
             attachment.get('connector') or {}).get('host'))
 
+    def attachment_get_all(fixture, context, instance_id=None,
+                           volume_id=None):
+        # nova's cinder API: cinder's summaries, each with its status.
+        return [{'id': attachment_id, 'status': attachment.get(
+                    'status', 'attached'),
+                 'instance': attachment.get('instance_uuid'),
+                 'volume_id': volume,
+                 'connection_info': {}}
+                for volume, attachments in
+                fixture.volume_to_attachment.items()
+                for attachment_id, attachment in attachments.items()
+                if volume_id in (None, volume) and
+                instance_id in (None, attachment.get('instance_uuid'))]
+
     def attachment_get(fixture, context, attachment_id):
         volume_id, attachment, _ = fixture._find_attachment(attachment_id)
         status = attachment.get('status', 'attached')
@@ -138,7 +153,8 @@ def _cinder(test):
             ('fake_attachment_create', attachment_create),
             ('fake_attachment_update', attachment_update),
             ('fake_attachment_complete', attachment_complete),
-            ('fake_attachment_get', attachment_get)):
+            ('fake_attachment_get', attachment_get),
+            ('fake_attachment_get_all', attachment_get_all)):
         test.useFixture(fixtures.MonkeyPatch(
             'nova.tests.fixtures.CinderFixture.' + name, function))
 

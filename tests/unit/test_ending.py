@@ -154,6 +154,13 @@ class EndingTestCase(test.TestCase):
             self.attachments.append(uuidutils.generate_uuid())
             return {'id': self.attachments[-1]}
 
+        def get_all(context, instance_id=None, volume_id=None):
+            # The destination's is attached, those made since reserved.
+            return [{'id': attachment, 'instance': uuids.instance,
+                     'volume_id': uuids.volume, 'status': 'attached' if
+                     attachment == uuids.dest_attachment else 'reserved'}
+                    for attachment in self.attachments]
+
         def delete(context, attachment_id):
             if attachment_id not in self.attachments:
                 raise exception.VolumeAttachmentNotFound(
@@ -162,6 +169,7 @@ class EndingTestCase(test.TestCase):
 
         api.attachment_create.side_effect = create
         api.attachment_delete.side_effect = delete
+        api.attachment_get_all.side_effect = get_all
         self.manager._terminate_volume_connections.side_effect = (
             functools.partial(
                 nova_manager.ComputeManager._terminate_volume_connections,
@@ -344,6 +352,31 @@ class TestEnd(EndingTestCase):
 
         self.assertEqual([self._named()], self.attachments)
         self.assertNotEqual(uuids.dest_attachment, self._named())
+
+    def test_a_reserved_attachment_never_named_is_named_next(self):
+        """Issue 42: cinder made the reserved attachment, unanswered.
+
+        Its answer lost (or this host dead before the journal named it),
+        the next try names that one in the mapping: no second one.
+        """
+        self._volume_made_here()
+        self._cinder()
+        create = self.manager.volume_api.attachment_create
+        real = create.side_effect
+
+        def unanswered(*args, **kwargs):
+            real(*args, **kwargs)
+            raise exception.CinderConnectionFailed(reason='timed out')
+
+        create.side_effect = unanswered
+        self.assertFalse(self.settle().ended)
+        self.assertEqual(2, len(self.attachments))
+        create.side_effect = real
+        [self.entry] = journal.entries(HOST)
+        self.assertTrue(self.settle().ended)
+
+        self.assertEqual([self._named()], self.attachments)
+        create.assert_called_once()
 
     def test_a_guest_that_still_runs_keeps_the_hold(self):
         """Neither destroyed nor powered off: never released over it.
