@@ -339,18 +339,10 @@ class TestEnd(EndingTestCase):
         """
         self._volume_made_here()
         self._cinder()
-        delete = self.manager.volume_api.attachment_delete
-        real = delete.side_effect
-        delete.side_effect = [exception.CinderConnectionFailed(
-            reason='cinder-api down')]
 
-        self.assertFalse(self.settle().ended)
-        self.assertEqual(2, len(self.attachments))
-        delete.side_effect = real
-        [self.entry] = journal.entries(HOST)
-        self.assertTrue(self.settle().ended)
-
-        self.assertEqual([self._named()], self.attachments)
+        self._cut_once_then_finished(
+            self.manager.volume_api.attachment_delete,
+            [exception.CinderConnectionFailed(reason='cinder-api down')])
         self.assertNotEqual(uuids.dest_attachment, self._named())
 
     def test_a_reserved_attachment_never_named_is_named_next(self):
@@ -368,15 +360,23 @@ class TestEnd(EndingTestCase):
             real(*args, **kwargs)
             raise exception.CinderConnectionFailed(reason='timed out')
 
-        create.side_effect = unanswered
+        self._cut_once_then_finished(create, unanswered)
+        create.assert_called_once()
+
+    def _cut_once_then_finished(self, call, cut):
+        """cinder's ``call`` cuts the release (``cut``); the next start.
+
+        Cut, the server is still held and the volume has two attachments;
+        the next start ends it, with one, the mapping's.
+        """
+        real, call.side_effect = call.side_effect, cut
         self.assertFalse(self.settle().ended)
+        self.assertEqual(rule.HOLD, self._task_state())
         self.assertEqual(2, len(self.attachments))
-        create.side_effect = real
+        call.side_effect = real
         [self.entry] = journal.entries(HOST)
         self.assertTrue(self.settle().ended)
-
         self.assertEqual([self._named()], self.attachments)
-        create.assert_called_once()
 
     def test_a_guest_that_still_runs_keeps_the_hold(self):
         """Neither destroyed nor powered off: never released over it.
