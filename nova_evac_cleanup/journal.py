@@ -36,7 +36,8 @@ class Entry(object):
     fsid: int | None = None  #: the filesystem it was absent from
     #: the source's attachment of each volume nova began to replace
     detached: dict = dataclasses.field(default_factory=dict)
-    #: the reserved attachment its ending made for each volume
+    #: the reserved attachment its ending made for each volume ('' while
+    #: cinder is asked for it)
     reserved: dict = dataclasses.field(default_factory=dict)
     error: str | None = None  #: what failed it, as this host first saw it
     phase: str = BEGUN  #: how far its end got (``releasing``: server held)
@@ -44,7 +45,7 @@ class Entry(object):
     done: list = dataclasses.field(default_factory=list)  #: its steps
 
     def __post_init__(self):
-        # Entries of earlier versions may hold null for either.
+        # Entries of earlier versions may hold null for any.
         self.detached, self.done = self.detached or {}, self.done or []
         self.reserved = self.reserved or {}
 

@@ -68,7 +68,8 @@ NAMES = {
     (report.SchedulerReportClient,
      'remove_provider_tree_from_instance_allocation'): (
         SEEN, 'self context consumer_uuid root_rp_uuid'),
-    # The volume connections of a failed evacuation, and of the give-back.
+    # The give-back's volume connections; the block device info also for
+    # the destroy of a failed evacuation's guest.
     (_MANAGER, '_terminate_volume_connections'): (
         HELPER, 'self context instance bdms'),
     (_MANAGER, '_get_instance_block_device_info'): (

@@ -28,10 +28,9 @@ def release(manager, context, instance, entry, record):
         context, entry.instance_uuid) if bdm.is_volume and bdm.attachment_id
         and entry.made(bdm.volume_id, bdm.attachment_id)]
     for bdm in bdms:
-        # '': a try asked cinder for one, and never heard which.
         reserved = entry.reserved.get(bdm.volume_id)
-        if not reserved:
-            reserved = reserved == '' and _unnamed(manager, context, bdm)
+        if reserved == '':  # a try asked cinder for one, never heard which
+            reserved = _unnamed(manager, context, bdm)
         if not reserved:
             entry.reserved[bdm.volume_id] = ''
             record()

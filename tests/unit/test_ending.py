@@ -363,6 +363,24 @@ class TestEnd(EndingTestCase):
         self._cut_once_then_finished(create, unanswered)
         create.assert_called_once()
 
+    def test_a_reserved_attachment_not_its_own_is_left_alone(self):
+        """Named only when this ending asked cinder for one and was cut.
+
+        A reserved attachment of the server no mapping names that nova's
+        own detach left (issue 42, finding 2) is not this ending's: it
+        makes its own and leaves that one where it is.
+        """
+        self._volume_made_here()
+        self._cinder()
+        self.attachments.append(uuids.nova_left)
+
+        self.assertTrue(self.settle().ended)
+
+        self.assertIn(uuids.nova_left, self.attachments)
+        self.assertNotIn(self._named(), (uuids.nova_left,
+                                         uuids.dest_attachment))
+        self.manager.volume_api.attachment_get_all.assert_not_called()
+
     def _cut_once_then_finished(self, call, cut):
         """cinder's ``call`` cuts the release (``cut``); the next start.
 
