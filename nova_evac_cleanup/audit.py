@@ -10,11 +10,14 @@ written anywhere. Allocations no evacuation accounts for are nova-manage's
 to find: the report names its command.
 """
 
+import contextlib
+
+from nova import exception
 from nova import objects
+from nova import servicegroup
 
 from nova_evac_cleanup import giveback
 from nova_evac_cleanup import journal
-from nova_evac_cleanup import records
 from nova_evac_cleanup import rule
 from nova_evac_cleanup import sweep
 
@@ -27,16 +30,21 @@ def report(manager, context, delete=False):
 
     :returns: a dict, the report
     """
-    nodes = records.nodes(context, manager.host)
-    service_up = records.service_up(context, manager.host)
+    host, service, nodes = manager.host, None, []
+    # What nova knows of this host, read here: only the report needs it.
+    with contextlib.suppress(exception.ComputeHostNotFound):
+        service = objects.Service.get_by_compute_host(context, host)
+    with contextlib.suppress(exception.ComputeHostNotFound):
+        nodes = objects.ComputeNodeList.get_all_by_host(context, host)
     found, examined = _survey(manager, context, delete)
     result = {
-        'host': manager.host,
+        'host': host,
         'delete': delete,
-        'compute_service_up': service_up,
+        'compute_service_up': bool(service and not service.forced_down and
+                                   servicegroup.API().service_is_up(service)),
         'examined': examined,
         'evacuations': [_as_dict(f) for f in found],
-        'providers': sorted(nodes),
+        'providers': sorted(node.uuid for node in nodes),
         'missing_allocations': [],
         'not_given_back': giveback.left(manager, context),
     }

@@ -2,10 +2,9 @@
 
 """The failure handler of an evacuation running on this host.
 
-Once nova's rebuild code raised, the guest and the volumes are ended before
-nova's handler, while nova's claim still holds what the guest was made
-with; what nova's handler left, after it. Neither raises. Mixed into
-:class:`~nova_evac_cleanup.evacuation.Evacuation`, whose state it reads.
+The guest and the volumes are ended before nova's handler, while nova's
+claim still holds what the guest was made with; what nova's handler left,
+after it. Mixed into :class:`~nova_evac_cleanup.evacuation.Evacuation`.
 """
 
 from nova.compute import vm_states
@@ -27,10 +26,10 @@ class FailureHandler(object):
     def failed(self, instance, error, finish=False):
         """nova's rebuild code raised: the guest, before nova's handler.
 
-        Before spawn, nova cleans up. After spawn returned, or in
-        ``finish_evacuation`` (``finish``), the instance is read first:
-        one nova recorded here keeps its guest, one that it did not is read
-        again (nova's handler must not save this host into it).
+        Before spawn, nova cleans up. Once spawn returned, or in
+        ``finish_evacuation`` (``finish``), a server nova saved here keeps
+        its guest; one it did not is read again, lest nova's handler save
+        this host into it.
         """
         self.error = error
         self.journal()
@@ -47,10 +46,7 @@ class FailureHandler(object):
         self.before_nova(instance)
 
     def before_nova(self, instance):
-        """The guest, and the volumes while the evacuation is the newest move.
-
-        While nova's claim still holds this host's resources.
-        """
+        """The guest, and the volumes while the evacuation is the newest."""
         steps, state = self.ending(), records.State(instance, None, [])
         done = self.entry.done
         given = self.spawn.get('block_device_info')
@@ -72,9 +68,8 @@ class FailureHandler(object):
     def _lives_here(self, instance):
         """Whether the instance lives here; when in doubt, True.
 
-        If it cannot be read, the guest is powered off and left: running, it
-        would be a second writer on the server's volumes and shared disks.
-        One that does is finished after nova's handler, by the rule.
+        If it cannot be read, the guest is powered off: running, it would be
+        a second writer on the server's volumes and shared disks.
         """
         host = self.entry.host
         try:
@@ -100,8 +95,7 @@ class FailureHandler(object):
     def after_nova(self, instance, error):
         """nova's handler raised ``error``: end what it left, by the rule.
 
-        Returns the error to raise: the evacuation's own, which is also the
-        fault, should nova's handler have raised another.
+        Returns the error to raise: the evacuation's own, also the fault.
         """
         manager, context, entry = self.manager, self.context, self.entry
         if self.error is None:
@@ -132,15 +126,13 @@ class FailureHandler(object):
         return self.error
 
     def _ended_by_nova(self, instance):
-        """Whether nova's handler ended what this host had not, so far.
+        """Whether nova's handler ended all this host had not.
 
-        It raised the evacuation's own error once the guest and the volumes
-        were done here: it failed the migration, dropped the claim and
-        recorded the fault. Its decorators saved the server in ERROR with no
-        task state (a failed save is only logged: then the fields are still
-        changed). Its removal of the allocation only logs a failure: its
-        answer was seen for each of this host's nodes, which also tells it
-        ran (``finish_evacuation`` has no such handler).
+        Raising the evacuation's own error, it failed the migration, dropped
+        the claim and recorded the fault; its decorators saved ERROR with no
+        task state (a failed save leaves the fields changed). Its removal
+        of the allocation only logs a failure: its answer, seen for each of
+        this host's nodes, also tells it ran.
         """
         # nova's own nodes of this host; none known: the rule reads them.
         nodes = {node.uuid for node in getattr(

@@ -1,10 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 
-"""What this host knows, on its own disk, of its evacuations.
+"""What this host knows, on its own disk, of the evacuations to it.
 
-The database cannot prove that the sweep and ``audit --delete`` touch an
-evacuation this host ran (its records outlive it): one entry per evacuation
-to it, from before nova's rebuild code runs until nothing of it is left.
+The proof the sweep and ``audit --delete`` need that this host ran an
+evacuation (nova's records outlive it): one entry each, from before nova's
+rebuild code runs until nothing of it is left.
 """
 
 import contextlib
@@ -46,8 +46,8 @@ class Entry(object):
 
     def __post_init__(self):
         # Entries of earlier versions may hold null for any.
-        self.detached, self.done = self.detached or {}, self.done or []
-        self.reserved = self.reserved or {}
+        self.detached, self.reserved = self.detached or {}, self.reserved or {}
+        self.done = self.done or []
 
     def made(self, volume_id, attachment_id):
         """Whether the attachment is the evacuation's, not the source's."""
@@ -122,7 +122,7 @@ def write(entry, durable=False):
 
 
 def remove(entry):
-    """Forget ``entry`` (not fsynced: the next start forgets it again)."""
+    """Forget ``entry``; not fsynced: the next start forgets it again."""
     with contextlib.suppress(FileNotFoundError):
         os.unlink(_path(entry.host, entry.migration_uuid))
 

@@ -1,20 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
 
-"""What an evacuation left on this host once it ended, and who may use it.
+"""What an ended evacuation left on this host, and who may use it.
 
-Once an evacuation to this host ended without the server here, its
-journal entry goes if nothing of it is left, or records what is kept:
-
-* files nova found on **shared storage** are the server's own: the next
-  evacuation of the server here uses them, as nova always did;
-* a guest the cleanup could not destroy is the evacuation's own: the next
-  evacuation of the server here destroys it first;
-* other files without the ownership proof are a leftover nova would boot:
-  the next evacuation of the server here is refused before anything is
-  made (:func:`clear_or_refuse`), with a fault naming the commands that
-  clear it, until an operator has; an HA tool then picks another host.
-
-Files without proof are never removed or renamed here.
+Its journal entry goes once nothing of it is left, or records what is
+kept. For the next evacuation of the server here, files on **shared
+storage** are the server's own; a guest the cleanup could not destroy is
+destroyed first; other files without the ownership proof are a leftover
+nova would boot: it is refused (:func:`clear_or_refuse`), with a fault
+naming the commands, and an HA tool picks another host. Files without
+proof are never removed here.
 """
 
 from nova import exception
@@ -29,23 +23,18 @@ LOG = logging.getLogger(__name__)
 
 
 class EvacuationLeftoverKept(exception.NovaException):
-    """The next evacuation is refused over a leftover nova would boot.
+    """The next evacuation is refused over a leftover nova would boot."""
 
-    The leftover comes first in the message: nova keeps 255 characters of
-    it in the instance fault, and the whole of it in the fault's details.
-    """
+    # The leftover first: nova keeps 255 characters in the fault's message.
     msg_fmt = ('Evacuation to %(host)s refused: %(leftover)s kept from '
                'evacuation %(migration)s, not proven its own. Once checked, '
                'on %(host)s: %(commands)s')
 
 
 def _left(driver, entry, instance):
-    """The guest and the files (with their sizes) of ``entry`` here.
+    """The guest and the files of ``entry`` here; OSError if unreadable.
 
-    Files are the evacuation's to look at only if it got as far as
-    spawning: before, what is in the directory is another's.
-
-    :raises OSError: if the instance directory cannot be read
+    Before spawn, what is in the directory is another's.
     """
     present = guest.state(driver, instance)
     files = ownership.contents(ownership.instance_path(entry.instance_uuid))
@@ -53,18 +42,14 @@ def _left(driver, entry, instance):
 
 
 def end(driver, entry, instance, forget=False, moved=False):
-    """The evacuation of ``entry`` ended: forget it, or record it as kept.
+    """Forget ``entry`` if nothing of it is left here, or record it kept.
 
-    Its entry goes if nothing of it is left here. Otherwise it is recorded
-    as kept (on shared storage, the files are the server's own and are
-    kept with it). Never raises: on an error the entry stays as it is,
-    which keeps everything.
+    Never raises: on an error the entry stays as it is, keeping everything.
 
     :param forget: nothing of it needs a record (the rule's verdict)
-    :param moved: nova saved the instance here (its rebuild code
-        returned): every entry of it here goes, the directory is its own.
-        Never taken from the instance object after a failure: nova may
-        have named this host in it without saving it.
+    :param moved: nova's rebuild code returned, the server lives here:
+        every entry of it here goes. Never read from the instance after a
+        failure: nova may have named this host in it without saving it.
     """
     try:
         guest_left, files = (None, {}) if forget or moved else _left(
@@ -95,10 +80,7 @@ def end(driver, entry, instance, forget=False, moved=False):
 
 
 def commands(host, instance, guest_left, files, shared=False, **more):
-    """The runbook's commands that clear what an evacuation left here.
-
-    Files on shared storage are the server's own: never listed.
-    """
+    """The runbook's commands; files on shared storage are never listed."""
     steps = runbook.cleanup_steps(
         host, instance.uuid, instance.name, guest=guest_left,
         instance_dir=(ownership.instance_path(instance.uuid)
@@ -109,19 +91,11 @@ def commands(host, instance, guest_left, files, shared=False, **more):
 def clear_or_refuse(manager, context, instance, migration_uuid):
     """Clear what earlier evacuations of ``instance`` left here, or refuse.
 
-    Called by the next evacuation of the server to this host, which holds
-    the server, before anything is created here. A guest an earlier
-    evacuation of it left here (its destroy failed) is that evacuation's
-    own: it is destroyed now, by the ending's own step, its disks with it
-    only with proof, taken now, that their directory is that evacuation's.
-    Files without that proof refuse the evacuation, and so does what
-    cannot be read: when in doubt, keep and refuse. Entries nothing is
-    left of are forgotten.
+    Before the evacuation ``migration_uuid`` creates anything here. An
+    earlier one's guest is destroyed, its disks only with proof, taken
+    now; files without proof, or what cannot be read, refuse it.
 
-    :param migration_uuid: the evacuation's own migration, whose entry is
-        not an earlier one's
-    :raises EvacuationLeftoverKept: what an earlier evacuation left is
-        still here, or cannot be read
+    :raises EvacuationLeftoverKept: a leftover is still here, or unreadable
     """
     host = manager.host
     try:

@@ -55,10 +55,10 @@ class EvacuateCleanupMixin(object):
     def init_host(self, *args, **kwargs):
         """Start like nova, between the give-back and the sweep.
 
-        The host's lock is held for the life of the process. The failed
+        The host's lock is held for the life of the process. Failed
         evacuations from here are given back before nova touches a guest;
-        those to here that this host's death cut are ended after, before
-        it accepts requests. Nothing here stops the service from starting.
+        those to here this host's death cut are ended before it accepts
+        requests. Nothing here stops the service from starting.
         """
         if not self._runs[nova_support.HOOK]:
             return super().init_host(*args, **kwargs)
@@ -96,8 +96,8 @@ class EvacuateCleanupMixin(object):
     def _watch(self, owner, name, hook):
         """Have ``owner.name`` call ``hook(evacuation, call, real)``; once.
 
-        Whatever replaced the method since is called as the real one; a
-        call for an instance not evacuated here goes straight to it.
+        Whatever replaced the method since is the real one; a call for an
+        instance not evacuated here goes straight to it.
         """
         if getattr(getattr(owner, name), '_evacuation_hook', None) is self:
             return

@@ -27,23 +27,19 @@ LOG = logging.getLogger(__name__)
 #: What a nova that changed a name costs.
 HOOK, FINISH, SEEN, HELPER = 'hook', 'finish', 'seen', 'helper'
 _COSTS = {
-    HOOK: 'nova-evac-cleanup cannot trust its hooks on this nova: running '
-          'as nova\'s own compute manager, no cleanup of failed evacuations, '
-          'no start-up sweep',
-    FINISH: 'an evacuation that fails in it is ended by nova alone; the '
-            'cleanup of a failed spawn still runs',
-    SEEN: 'a failed evacuation nova\'s handler ended is read again to be '
-          'sure; the cleanup of a failed spawn still runs',
-    HELPER: 'what needs them (a failed evacuation\'s volume connections, '
-            'the source\'s give-back) logs the commands to run by hand; the '
-            'cleanup of a failed spawn still runs',
+    HOOK: 'nova-evac-cleanup cannot trust its hooks on this nova: it runs as '
+          'nova\'s own compute manager, with no cleanup and no sweep',
+    FINISH: 'an evacuation failing in it is ended by nova alone',
+    SEEN: 'a failed evacuation nova\'s handler ended is read again',
+    HELPER: 'volume connections and the give-back are left to the commands '
+            'logged',
 }
 
 _MANAGER = nova_manager.ComputeManager
 _DRIVER = virt_driver.ComputeDriver
 _REBUILD = 'self context instance orig_image_ref '
-#: Every nova method the package overrides, watches or calls: what a change
-#: costs, and its parameters in nova 31 to 34.
+#: Every nova method the package overrides, watches or calls: the cost of a
+#: change, and its parameters in nova 31 to 34.
 NAMES = {
     (_MANAGER, 'init_host'): (HOOK, 'self service_ref'),
     (_MANAGER, 'cleanup_host'): (HOOK, 'self'),
@@ -64,12 +60,10 @@ NAMES = {
     (_DRIVER, 'instance_on_disk'): (HOOK, 'self instance'),
     (resource_tracker.ResourceTracker, 'finish_evacuation'): (
         FINISH, 'self instance node migration'),
-    # Whether nova's handler removed the allocation: it only logs a failure.
     (report.SchedulerReportClient,
      'remove_provider_tree_from_instance_allocation'): (
         SEEN, 'self context consumer_uuid root_rp_uuid'),
-    # The give-back's volume connections; the block device info also for
-    # the destroy of a failed evacuation's guest.
+    # Volume connections: the give-back's, and the guest's destroy.
     (_MANAGER, '_terminate_volume_connections'): (
         HELPER, 'self context instance bdms'),
     (_MANAGER, '_get_instance_block_device_info'): (
@@ -77,10 +71,10 @@ NAMES = {
     (_MANAGER, '_update_volume_attachments'): (
         HELPER, 'self context instance bdms'),
     (_MANAGER, '_complete_volume_attachments'): (HELPER, 'self context bdms'),
-    # The give-back's proof that a volume is connected for this host.
+    # The host an attachment is connected for.
     (cinder, 'cinderclient'): (
         HELPER, 'context microversion skip_version_check check_only'),
-    # The give-back's binding of a port with a PCI device or resources.
+    # The binding of a port with a PCI device or resources.
     (neutron.API, '_get_port_pci_dev'): (HELPER, 'self instance port'),
     (neutron.API, '_get_pci_device_profile'): (HELPER, 'self pci_dev'),
     (neutron.API, '_has_resource_request'): (
@@ -131,8 +125,9 @@ def check(host):
     for cost in (HOOK, FINISH, SEEN, HELPER):
         found = problems(cost)
         if found and (cost == HOOK or runs[HOOK]):
-            LOG.error('nova-evac-cleanup on %s: %s. %s.', host,
-                      '; '.join(found), _COSTS[cost])
+            LOG.error('nova-evac-cleanup on %s: %s. %s%s.', host,
+                      '; '.join(found), _COSTS[cost], '' if cost == HOOK else
+                      '; the cleanup of a failed spawn still runs')
         runs[cost] = runs.get(HOOK, True) and not found
     problem = runs[HOOK] and release_problem()
     if problem:

@@ -11,7 +11,6 @@ import collections
 
 from nova import exception
 from nova import objects
-from nova import servicegroup
 
 #: ``faulted``: the instance has a fault since the migration began.
 State = collections.namedtuple('State', 'instance migration moves faulted',
@@ -65,12 +64,3 @@ def allocations(reportclient, context, instance_uuid, host):
     for rp, allocation in found.items():
         (here if rp in mine else others)[rp] = allocation.get('resources', {})
     return here, others
-
-
-def service_up(context, host):
-    try:
-        service = objects.Service.get_by_compute_host(context, host)
-    except exception.ComputeHostNotFound:
-        return False
-    return (not service.forced_down and
-            servicegroup.API().service_is_up(service))

@@ -1,12 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 
-"""The verdict on each evacuation this host journaled, turned into action.
+"""The rule's verdict on an evacuation this host journaled, acted on.
 
-The start-up sweep (``[evacuate_cleanup] sweep_on_start``), ``audit
---delete`` and the failure handler once nova's own returned all
-:func:`settle` an evacuation the same way: read its state, then what is
-left here, then the rule's verdict, and one action for it: the ending then
-the entry's end, the entry forgotten, or nothing but a report.
+The start-up sweep, ``audit --delete`` and the failure handler all
+:func:`settle` one the same way: read, judge, then end it, forget it, or
+only report it.
 """
 
 from nova import objects
@@ -28,14 +26,10 @@ LOG = logging.getLogger(__name__)
 
 
 def on_start(manager, context, locked):
-    """Find, log and, as ``sweep_on_start`` allows, settle what was journaled.
+    """Settle what was journaled, as ``sweep_on_start`` allows; the findings.
 
-    ``clean`` only reports with the cleanup disabled, without this host's
-    lock (an audit may hold it) or without a journal to record each step
-    in; ``report`` writes nothing anywhere. Never raises: a failure is
-    logged and the compute service starts.
-
-    :returns: the findings
+    Only reports with the cleanup disabled, without this host's lock (an
+    audit may hold it) or a usable journal. Never raises.
     """
     mode = CONF.evacuate_cleanup.sweep_on_start
     host = manager.host
@@ -66,10 +60,7 @@ def on_start(manager, context, locked):
 
 
 def examine(manager, context, uuid, entry=None, migration_uuid=None):
-    """The state of instance ``uuid``, what is left of it here, the verdict.
-
-    :returns: a :class:`~nova_evac_cleanup.rule.Finding`
-    """
+    """The :class:`~nova_evac_cleanup.rule.Finding` of instance ``uuid``."""
     state = records.read(context, uuid,
                          entry.migration_uuid if entry else migration_uuid)
     here, elsewhere = records.allocations(manager.reportclient, context,
@@ -85,11 +76,9 @@ def examine(manager, context, uuid, entry=None, migration_uuid=None):
 
 
 def settle(manager, context, entry, act=True, ending=None):
-    """Examine and, with ``act``, do what the verdict says; else log it.
+    """Examine and, with ``act``, do what the verdict says; the finding.
 
-    :param ending: the :class:`~nova_evac_cleanup.ending.Ending` to end it
-        with; by default one that journals each step durably
-    :returns: the :class:`~nova_evac_cleanup.rule.Finding`
+    :param ending: the :class:`~nova_evac_cleanup.ending.Ending` to use
     """
     finding = examine(manager, context, entry.instance_uuid, entry)
     verdict = finding.verdict

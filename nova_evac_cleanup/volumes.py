@@ -14,15 +14,11 @@ LOG = logging.getLogger(__name__)
 
 
 def release(manager, context, instance, entry, record):
-    """Disconnect here the volumes it attached, as nova's resize revert does.
+    """Disconnect here the volumes it attached; the ids of those released.
 
     cinder disconnects an attachment only by replacing it with a reserved
-    one, as nova's ``_terminate_volume_connections`` does; here each call
-    is journaled (``record``) first, so that a try cut anywhere is finished
-    by the next: it names the reserved attachment a cut try made, and
-    tolerates the destination's already deleted.
-
-    :returns: the ids of the volumes released
+    one, as nova's ``_terminate_volume_connections`` does; each call is
+    journaled (``record``) first, so that the next try finishes a cut one.
     """
     bdms = [bdm for bdm in objects.BlockDeviceMappingList.get_by_instance_uuid(
         context, entry.instance_uuid) if bdm.is_volume and bdm.attachment_id
@@ -86,11 +82,10 @@ HERE, ELSEWHERE = 'here', 'elsewhere'
 
 
 def unused(manager, context, instance):
-    """Its volume mappings not connected for this host.
+    """Its volume mappings not connected for this host, as far as known.
 
-    Reserved, updated and not completed, or completed for another host (a
-    destination without the fix leaves its own ``attached``); one whose host
-    cinder does not tell is not counted here either.
+    Reserved, not completed, or completed for another host (a destination
+    without the fix leaves its own ``attached``).
     """
     result = []
     for bdm in objects.BlockDeviceMappingList.get_by_instance_uuid(
@@ -115,9 +110,8 @@ def unused(manager, context, instance):
 def attached(manager, context, instance, bdm):
     """cinder's status of its attachment; once attached, :data:`HERE` or not.
 
-    nova's volume API drops the host an attachment was completed for (the
-    ``host_name`` of cinder's volume show), so this asks cinder itself; a
-    volume show that fails leaves the status, ``attached``.
+    nova's volume API drops the host (``host_name`` of cinder's volume
+    show): cinder is asked itself; if it fails, ``attached``.
     """
     attachment = manager.volume_api.attachment_get(context, bdm.attachment_id)
     # Once connected, cinder's status is in the connection info.
@@ -140,9 +134,8 @@ def attached(manager, context, instance, bdm):
 def connect(manager, context, instance, bdm):
     """Connect it here as ``finish_revert_resize`` does; the error if any.
 
-    cinder moves an attachment to another host only through a new one: one
-    completed for another host is first replaced by a reserved one, as
-    nova's resize does. Nothing is disconnected on this host.
+    One completed for another host is first replaced by a reserved one:
+    cinder moves an attachment only through a new one.
     """
     try:
         if attached(manager, context, instance, bdm) == ELSEWHERE:
