@@ -60,17 +60,12 @@ def report(manager, context, delete=False):
 
 
 def _survey(manager, context, act):
-    """Each journal entry settled, then what only nova shows.
+    """Each journal entry settled, then what only nova shows; and a count.
 
-    That is reported, never acted on: the guest here of an instance hosted
-    elsewhere (nova's start-up destroys those of instances evacuated from
-    this host, not the guest a failed evacuation to it kept, the cleanup
-    disabled or its destroy failed), and evacuation records to this host
-    from before it journaled evacuations (stock nova, the patch series).
-    One hypervisor listing and two queries, whatever the history.
-
-    :returns: the findings to report, and how many journal entries,
-        guests and records were looked at
+    Reported, never acted on: the guest here of an instance hosted
+    elsewhere (nova's start-up destroys only those evacuated from here),
+    and evacuation records to this host from before it journaled (stock
+    nova, the patch series). One hypervisor listing and two queries.
     """
     entries = journal.entries(manager.host)
     found = [sweep.settle(manager, context, entry, act=act)

@@ -15,14 +15,13 @@ Clean up this host when an evacuation to it fails to spawn the guest.
 Otherwise nova leaves the guest and its disks here: the next evacuation
 fails with ``InstanceExists`` or boots the stale disk. The guest is
 destroyed, its disks only if nova found them not shared and their directory
-absent before spawn (never RBD, a shared directory or volumes), and the
-spawn error re-raised. What is kept refuses the next evacuation here.
+absent before spawn (never RBD, a shared directory or volumes). What is
+kept refuses the next evacuation here.
 
 Possible values:
 
 * True: clean up (default); volumes and ports go back to the source.
-* False: nova's own behaviour; nothing is journaled, refused or given back,
-  and the start-up sweep only reports.
+* False: nova's own behaviour; the start-up sweep only reports.
 
 Related options:
 
@@ -36,10 +35,10 @@ Related options:
     ], help="""
 End, when this compute service starts, the evacuations its death interrupted.
 
-nova leaves them half done. Each one journaled here is ended as a failed
-spawn is, one recorded step at a time, while the instance still names it;
-the rest is reported with the commands that end it. Without the host lock
-or a usable ``journal_path``, or with ``enabled = False``, it only reports.
+Each one journaled here is ended as a failed spawn is, one recorded step
+at a time, while the instance still names it; the rest is reported with
+the commands that end it. Without the host lock or a usable
+``journal_path``, or with ``enabled = False``, it only reports.
 
 Related options:
 
@@ -50,9 +49,8 @@ Related options:
     cfg.StrOpt('journal_path', default='$state_path/evacuate_cleanup', help="""
 Where this host journals the evacuations it runs: a local directory.
 
-The proof the sweep and ``audit --delete`` need before they act, and the
-record of what a failed evacuation kept (on NFS, CephFS and the like a
-warning is logged). If it cannot be written, an error is logged and the
+The proof the sweep and ``audit --delete`` need before they act (on NFS,
+CephFS and the like a warning is logged). If it cannot be written, the
 cleanup of a failed spawn still runs: only the recovery after this host's
 death and the refusal of kept leftovers are lost.
 

@@ -2,11 +2,10 @@
 
 """One evacuation running on this host: what the cleanup knows of it.
 
-It is kept in memory for the life of nova's ``rebuild_instance`` and
-journaled (:mod:`nova_evac_cleanup.journal`) for a start that follows this
-process's death; should the journal be unusable, it goes on from memory:
-the cleanup of a failed spawn never depends on a write. Its failure
-handler is :class:`~nova_evac_cleanup.handler.FailureHandler`.
+In memory for the life of nova's ``rebuild_instance``, and journaled for a
+start after this process's death; the cleanup of a failed spawn never
+depends on a write. Its failure handler is
+:class:`~nova_evac_cleanup.handler.FailureHandler`.
 """
 
 from oslo_log import log as logging
@@ -40,10 +39,9 @@ class Evacuation(handler.FailureHandler):
         self.removed = set()
 
     def journal(self, durable=False):
-        """Write the entry; on failure go on with it in memory only.
+        """Write the entry, if this host's lock is held; else memory only.
 
-        Only while this host's lock is held: an evacuation run without it
-        is not known to ``audit --delete``, which must not end it.
+        One run without the lock is not ``audit --delete``'s to end.
         """
         entry = self.entry
         if self.error is not None:
@@ -114,9 +112,9 @@ class Evacuation(handler.FailureHandler):
             self.journal(durable=True)
 
 
-#: nova's calls an evacuation watches: the cost of a nova that changed
-#: them (:mod:`~nova_evac_cleanup.nova_support`), whose (an attribute of
-#: the compute manager), which, and the hook.
+#: nova's calls an evacuation watches: the cost of a change
+#: (:mod:`~nova_evac_cleanup.nova_support`), the manager's attribute that
+#: makes it, its name, and the hook.
 WATCHED = (
     (nova_support.HOOK, 'driver', 'spawn', Evacuation.spawning),
     (nova_support.HOOK, 'driver', 'instance_on_disk', Evacuation.on_disk),

@@ -2,13 +2,11 @@
 
 """Proof that an instance directory is an evacuation's own to remove.
 
-After a failed evacuation, disks shared with the source are the only copy
-of the server's data, and nova's "not shared" can be wrong (a share it
-could not reach, or one mounted there since). So before spawn the journal
-notes (fsynced) that the directory is absent, and its filesystem; nova's
-driver makes it, as on stock nova, so its own cleanup may remove it. What
-is there later, on that filesystem, is the spawn's (anything newer is an
-operation the rule never acts over): disks go only with :func:`proof`.
+Disks shared with the source are the only copy of the server's data, and
+nova's "not shared" can be wrong (a share it could not reach, or mounted
+since). So before spawn the journal notes that the directory is absent,
+and its filesystem; what is there later, on that filesystem, is the
+spawn's. Disks go only with :func:`proof`.
 """
 
 import os

@@ -1,9 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 
-"""nova's records of an evacuation, and placement's, as they are now.
+"""nova's records of an evacuation, and placement's, read afresh each time.
 
-Read afresh each time and never kept: the rule judges what was read, and
-the ending proves its hold again before each step. Writes are
+Never kept: the ending proves its hold again before each step. Writes are
 :mod:`~nova_evac_cleanup.updates`'.
 """
 

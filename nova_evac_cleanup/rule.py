@@ -2,9 +2,9 @@
 
 """The rule: may this host end an evacuation to it? In doubt, it keeps it.
 
-It ends only one it journaled, while the instance's state still names it,
-proven again before each step (:func:`held`). It reads nothing (the sweep
-reads); no code branches on a verdict's kind, a word of the report.
+Only one it journaled, while the instance's state still names it, proven
+again before each step (:func:`held`). It reads nothing; no code branches
+on a verdict's kind, a word of the report.
 """
 
 import collections
@@ -134,9 +134,8 @@ def _ours(entry, state, left, keep, journaled):
 class Finding(object):
     """One evacuation to this host: as read, the verdict, what was done.
 
-    ``entry`` is None for what only the database shows: never acted on.
-    ``done`` and ``errors`` are the ending's; ``ended``: it released the
-    server.
+    ``entry`` None: only the database shows it, never acted on; ``ended``:
+    the ending released the server.
     """
 
     host: str

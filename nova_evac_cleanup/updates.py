@@ -3,8 +3,7 @@
 """nova's records of an evacuation, written only as expected.
 
 nova's evacuate API checks no task state, and a source back first
-completes the migration: the migration's status and the server's task
-state are written with a compare-and-swap, and alone.
+completes the migration: status and task state are compare-and-swapped.
 """
 
 from nova.compute import resource_tracker
