@@ -9,9 +9,13 @@
 3. Report: a table of points x fault kinds x storage modes, with what held
    or which invariant broke, written to ``--results``.
 
-``--point NAME#N --fault KIND --storage MODE --scenario NAME`` replays one
-cell and prints what broke. ``--sample ci`` runs the sample CI runs. The
-exit code is 1 if any cell broke an invariant or failed to run.
+``--nova stock --nova fixed`` runs the evacuation's scenarios on nova's
+own compute manager too, each fault beside the fixed one (its points are
+recorded on stock nova's own calls): what stock breaks is reported, never a
+failure. ``--point NAME#N --fault KIND --storage MODE --scenario NAME``
+replays one cell and prints what broke. ``--sample ci`` runs the sample CI
+runs. The exit code is 1 if any fixed cell broke an invariant or failed to
+run.
 """
 
 import argparse
@@ -67,7 +71,7 @@ def scenarios_of(storage_modes, names):
     return result
 
 
-def record(storage, name):
+def record(storage, name, nova=scenarios.FIXED):
     """The points of one scenario, run without a fault.
 
     :returns: the points, and what the run without a fault gave (a
@@ -75,9 +79,9 @@ def record(storage, name):
         is a finding too; its points up to there are explored)
     """
     outcome, broken, points, error = scenarios.run_cell(
-        scenarios.Cell(storage, name))
+        scenarios.Cell(storage, name, nova=nova))
     baseline = {'outcome': outcome, 'broken': broken, 'error': error}
-    if outcome not in ('held', scenarios.STOCK):
+    if nova == scenarios.FIXED and outcome not in ('held', scenarios.STOCK):
         print('%-9s %-11s %-45s %s' % (storage, name, '(no fault)',
                                        error or broken), flush=True)
     return _explored(name, points), baseline
@@ -111,7 +115,7 @@ def ci_points(name, points):
     return chosen
 
 
-def cells_for(storage, name, points, kinds, orders):
+def cells_for(storage, name, points, kinds, orders, nova=scenarios.FIXED):
     if name == scenarios.GIVEBACK:
         # The evacuation ended before: no restart order to choose.
         orders = orders[:1]
@@ -121,14 +125,14 @@ def cells_for(storage, name, points, kinds, orders):
             for order in (orders if kind == tracing.DIE else orders[:1]):
                 cells.append(scenarios.Cell(
                     storage, name, tracing.Fault(root, point, occurrence,
-                                                 kind), order))
+                                                 kind), order, nova))
     return cells
 
 
 def _cell_json(cell):
     fault = cell.fault
     return {'storage': cell.storage, 'scenario': cell.scenario,
-            'order': cell.order,
+            'order': cell.order, 'nova': cell.nova,
             'fault': fault and [fault.root, fault.name, fault.occurrence,
                                 fault.kind]}
 
@@ -136,7 +140,7 @@ def _cell_json(cell):
 def _cell_from(data):
     fault = data['fault'] and tracing.Fault(*data['fault'])
     return scenarios.Cell(data['storage'], data['scenario'], fault,
-                          data['order'])
+                          data['order'], data.get('nova', scenarios.FIXED))
 
 
 def run_cells(cells, workers):
@@ -163,13 +167,30 @@ def run_cells(cells, workers):
     return results
 
 
+def _scenario_name(cell):
+    """The cell's scenario, and ``(stock)`` on nova's own manager."""
+    return cell.scenario + (' (stock)' if cell.nova != scenarios.FIXED
+                            else '')
+
+
+def _fixed(cells, results):
+    """The cells on this project's manager, and their results."""
+    return [(c, r) for c, r in zip(cells, results)
+            if c.nova == scenarios.FIXED]
+
+
+def _stock_twin(cell, by_key):
+    """The stock cell's result for ``cell``'s fault on stock nova, or None."""
+    return by_key.get(cell.key()[:-1] + (scenarios.STOCK_NOVA,))
+
+
 def run_one(cell):
     started = time.monotonic()
     outcome, broken, _points, error = scenarios.run_cell(cell)
     result = {'outcome': outcome, 'broken': broken, 'error': error,
               'seconds': round(time.monotonic() - started, 1)}
     print('%-9s %-11s %-45s %-5s %-12s %5.1fs %s' % (
-        cell.storage, cell.scenario,
+        cell.storage, _scenario_name(cell),
         '%s#%d' % (cell.fault.name, cell.fault.occurrence),
         cell.fault.kind, cell.order, result['seconds'], error or outcome),
         flush=True)
@@ -186,15 +207,23 @@ def table(cells, results):
     columns = []
     rows = {}
     for cell, result in zip(cells, results):
-        column = '%s %s%s' % (cell.storage, cell.fault.kind,
-                              '' if cell.fault.kind == tracing.RAISE
-                              else ' ' + cell.order)
+        column = '%s %s%s%s' % (cell.storage, cell.fault.kind,
+                                '' if cell.fault.kind == tracing.RAISE
+                                else ' ' + cell.order,
+                                '' if cell.nova == scenarios.FIXED
+                                else ' stock')
         if column not in columns:
             columns.append(column)
         row = (cell.scenario, '%s#%d' % (cell.fault.name,
                                          cell.fault.occurrence))
         rows.setdefault(row, {})[column] = (
             'error' if result['error'] else result['outcome'])
+    # Each fault's stock column beside its fixed one.
+    bases = [c[:-len(' stock')] if c.endswith(' stock') else c
+             for c in columns]
+    columns.sort(key=lambda c: (bases.index(
+        c[:-len(' stock')] if c.endswith(' stock') else c),
+        c.endswith(' stock')))
     header = ['scenario', 'point'] + columns
     lines = [header] + [
         [scenario, point] + [rows[(scenario, point)].get(c, '-')
@@ -227,6 +256,12 @@ def _shown(argv):
 
 
 def write_results(path, cells, results, counts, baselines, seconds, argv):
+    all_cells, all_results = cells, results
+    by_key = {c.key(): r for c, r in zip(cells, results)}
+    stock_cells = [(c, r) for c, r in zip(cells, results)
+                   if c.nova != scenarios.FIXED]
+    cells, results = [list(x) for x in zip(*_fixed(cells, results))] or (
+        [], [])
     held = sum(1 for r in results if r['outcome'] in ('held', 'kept'))
     unreached = sum(1 for r in results
                     if r['outcome'] == scenarios.NOT_REACHED)
@@ -240,7 +275,7 @@ def write_results(path, cells, results, counts, baselines, seconds, argv):
         'Run on %s with %s, %d cells in %d s (``%s``).' % (
             datetime.date.today().isoformat(),
             ', '.join('%s %s' % item for item in sorted(_versions().items())),
-            len(cells), seconds,
+            len(all_cells), seconds,
             ' '.join(['tox -e explore --'] + _shown(argv))),
         '',
         'Points per storage mode and scenario: %s.' % '; '.join(
@@ -262,11 +297,24 @@ def write_results(path, cells, results, counts, baselines, seconds, argv):
             len(cells) - held - unreached - stock - len(opened),
             scenarios.KEPT, scenarios.STOCK_PREFIX.rstrip(': ')),
         '',
-        'Invariants:',
-        '',
     ]
+    if stock_cells:
+        lines += [
+            'The same faults on nova\'s own compute manager (columns '
+            '``stock``; it has no sweep, audit or give-back, and its points '
+            'are counted on its own calls): %d cells, %d held, %d broke an '
+            'invariant, %d failed to run, %d not reached.' % (
+                len(stock_cells),
+                sum(1 for _, r in stock_cells
+                    if r['outcome'] in ('held', 'kept', scenarios.STOCK)),
+                sum(1 for _, r in stock_cells if not r['error'] and
+                    r['outcome'] not in scenarios.PASSED),
+                sum(1 for _, r in stock_cells if r['error']),
+                sum(1 for _, r in stock_cells
+                    if r['outcome'] == scenarios.NOT_REACHED)), '']
+    lines += ['Invariants:', '']
     lines += ['* ``%s``: %s' % item for item in scenarios.INVARIANTS]
-    lines += ['', table(cells, results), '']
+    lines += ['', table(all_cells, all_results), '']
 
     def listed(title, chosen, words, intro=()):
         """A section of ``chosen`` cells, each with ``words(result)``."""
@@ -276,23 +324,30 @@ def write_results(path, cells, results, counts, baselines, seconds, argv):
             '* %s %s ``%s#%d`` %s %s: %s' % (
                 cell.storage, cell.scenario, cell.fault.name,
                 cell.fault.occurrence, cell.fault.kind, cell.order,
-                words(result)) for cell, result in chosen] + ['']
+                words(result, cell)) for cell, result in chosen] + ['']
 
-    def details(result, prefix=''):
+    def details(result, cell=None, prefix=''):
         return '; '.join('%s: %s' % (invariant, detail[len(prefix):])
                          for invariant, detail in result['broken']
                          if detail.startswith(prefix))
 
+    def broke(result, cell):
+        twin = _stock_twin(cell, by_key)
+        text = result['error'] or details(result)
+        if twin is None:
+            return text
+        return '%s (the same fault on stock nova: %s)' % (
+            text, twin['error'] or twin['outcome'])
+
     lines += listed('What broke', [
         (c, r) for c, r in zip(cells, results)
-        if r['outcome'] not in scenarios.PASSED],
-        lambda result: result['error'] or details(result))
+        if r['outcome'] not in scenarios.PASSED], broke)
     lines += listed('Open findings', opened, details)
     lines += listed('What stock nova breaks itself', [
         (c, r) for c, r in zip(cells, results) if any(
             detail.startswith(scenarios.STOCK_PREFIX)
             for _, detail in r['broken'])],
-        lambda result: details(result, scenarios.STOCK_PREFIX),
+        lambda result, cell: details(result, prefix=scenarios.STOCK_PREFIX),
         intro=[scenarios.STOCK_PREFIX.rstrip(': ') + '.', ''])
     with open(path, 'w') as stream:
         stream.write('\n'.join(lines))
@@ -313,6 +368,10 @@ def parse(argv):
     parser.add_argument('--order', action='append',
                         choices=scenarios.ORDERS,
                         help='restart order of die cells (default: both)')
+    parser.add_argument('--nova', action='append', choices=scenarios.NOVAS,
+                        help='the computes\' manager: this project\'s '
+                        '(fixed, the default) or nova\'s own (stock: the '
+                        'evacuation\'s scenarios only); repeatable')
     parser.add_argument('--point', help='replay one point, NAME#N')
     parser.add_argument('--sample', choices=['ci'],
                         help='run the sample CI runs instead')
@@ -346,19 +405,22 @@ def main(argv=None):
     if args.boot_from_volume:
         os.environ['EXPLORE_BOOT_FROM_VOLUME'] = '1'
     if args.sample == 'ci':
-        plan = [(s, n, k, o) for s, n, k, o in CI_SAMPLE
+        plan = [(s, n, k, o, scenarios.FIXED) for s, n, k, o in CI_SAMPLE
                 if (s, n) in scenarios_of([s], [n])]
     else:
         plan = [(s, n, tuple(args.fault or tracing.FAULTS),
-                 tuple(args.order or scenarios.ORDERS))
+                 tuple(args.order or scenarios.ORDERS), nova)
+                for nova in args.nova or [scenarios.FIXED]
                 for s, n in scenarios_of(
                     args.storage or fake_libvirt.STORAGE_MODES,
-                    args.scenario or scenarios.SCENARIOS)]
+                    args.scenario or scenarios.SCENARIOS)
+                if nova == scenarios.FIXED or n in scenarios.ON_STOCK]
     cells, counts, baselines = [], {}, {}
     swept = set()
-    for storage, name, kinds, orders in plan:
-        points, baselines[(storage, name)] = record(storage, name)
-        counts[(storage, name)] = len(points)
+    for storage, name, kinds, orders, nova in plan:
+        title = name + ('' if nova == scenarios.FIXED else ' (stock)')
+        points, baselines[(storage, title)] = record(storage, name, nova)
+        counts[(storage, title)] = len(points)
         if name == 'sweep':
             swept.update((storage, p[1:]) for p in points)
         elif name == 'audit' and args.sample == 'ci':
@@ -366,14 +428,14 @@ def main(argv=None):
         if args.sample == 'ci':
             points = ci_points(name, points)
         if args.record:
-            print('%s %s: %d points' % (storage, name, len(points)))
+            print('%s %s: %d points' % (storage, title, len(points)))
             for root, point, occurrence in points:
                 print('  %s#%d' % (point, occurrence))
             continue
         if args.point:
             points = [p for p in points
                       if '%s#%d' % (p[1], p[2]) == args.point]
-        cells.extend(cells_for(storage, name, points, kinds, orders))
+        cells.extend(cells_for(storage, name, points, kinds, orders, nova))
     if args.record:
         return 0
     if not cells:
@@ -385,7 +447,7 @@ def main(argv=None):
         if args.point or result['outcome'] not in ('held', 'kept',
                                                    scenarios.STOCK):
             print('%s %s %s#%d %s %s: %s' % (
-                cell.storage, cell.scenario, cell.fault.name,
+                cell.storage, _scenario_name(cell), cell.fault.name,
                 cell.fault.occurrence, cell.fault.kind, cell.order,
                 result['error'] or result['outcome']))
             for invariant, detail in result['broken']:
@@ -393,6 +455,13 @@ def main(argv=None):
     if args.results:
         write_results(args.results, cells, results, counts, baselines,
                       seconds, argv)
+    explored = len(results)
+    # What breaks on nova's own manager is what the fix is for: reported,
+    # never a failure of the run.
+    cells, results = [list(x) for x in zip(*_fixed(cells, results))] or (
+        [], [])
+    baselines = {k: v for k, v in baselines.items()
+                 if not k[1].endswith(' (stock)')}
     failed = sum(1 for r in results + list(baselines.values())
                  if r['outcome'] not in scenarios.PASSED)
     unreached = sum(1 for r in results
@@ -405,7 +474,7 @@ def main(argv=None):
           'above), %d not reached (they test nothing), %d failed' % (
               len(results) + len(baselines) - failed - unreached, stock,
               opened, unreached, failed))
-    print('Explored %d cells in %d s' % (len(results), seconds))
+    print('Explored %d cells in %d s' % (explored, seconds))
     return 1 if failed else 0
 
 

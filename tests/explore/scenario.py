@@ -156,7 +156,7 @@ OPEN_FINDINGS = (
 def open_finding(cell):
     """The ``(invariant, finding)`` of OPEN_FINDINGS a cell shows, or None."""
     fault = cell.fault
-    if fault is None:
+    if fault is None or cell.nova != FIXED:
         return None
     key = (cell.scenario, '%s#%d' % (fault.name, fault.occurrence),
            fault.kind)
@@ -209,20 +209,30 @@ class Broken(Exception):
         self.detail = detail
 
 
+#: The compute managers a cell runs on: this project's, or nova's own.
+FIXED, STOCK_NOVA = 'fixed', 'stock'
+NOVAS = (FIXED, STOCK_NOVA)
+#: The scenarios stock nova has: it has no sweep, audit or give-back.
+ON_STOCK = ('evacuate', 'spawn-fails')
+
+
 class Cell(object):
     """What one run explores; ``fault`` None records the points."""
 
-    def __init__(self, storage, scenario, fault=None, order='dest-first'):
+    def __init__(self, storage, scenario, fault=None, order='dest-first',
+                 nova=FIXED):
         self.storage = storage
         self.scenario = scenario
         self.fault = fault
         self.order = order
+        #: :data:`FIXED` or :data:`STOCK_NOVA`
+        self.nova = nova
 
     def key(self):
         fault = self.fault
         return (self.storage, self.scenario,
                 fault and '%s#%d' % (fault.name, fault.occurrence),
-                fault and fault.kind, self.order)
+                fault and fault.kind, self.order, self.nova)
 
 
 class ExploreCase(base.EvacuateTestCase):
@@ -881,9 +891,10 @@ def _on_stack(code):
         del frame
 
 
-def case_class(storage):
-    return type('Explore_%s' % storage.replace('-', '_'), (ExploreCase,),
-                {'STORAGE': storage})
+def case_class(storage, nova=FIXED):
+    return type('Explore_%s%s' % (storage.replace('-', '_'), '' if nova ==
+                                  FIXED else '_stock'), (ExploreCase,),
+                {'STORAGE': storage, 'FIXED': nova == FIXED})
 
 
 def run_cell(cell):
@@ -895,7 +906,7 @@ def run_cell(cell):
     """
     import testtools
 
-    cls = case_class(cell.storage)
+    cls = case_class(cell.storage, cell.nova)
     cls.CELL = cell
     case = cls('runTest')
     result = testtools.TestResult()
