@@ -16,6 +16,7 @@ from nova_evac_cleanup import records
 from nova_evac_cleanup import rule
 from nova_evac_cleanup import sweep
 from nova_evac_cleanup import updates
+from nova_evac_cleanup import volumes
 
 LOG = logging.getLogger(__name__)
 
@@ -34,6 +35,8 @@ class FailureHandler(object):
         self.error = error
         self.journal()
         if not (finish or self.entry.spawned):
+            if self.entry.detached:
+                self._finish_detach(instance)
             return
         if (finish or self.returned) and self._lives_here(instance):
             return
@@ -64,6 +67,15 @@ class FailureHandler(object):
             return
         if getattr(newest, 'uuid', None) == self.entry.migration_uuid:
             steps.step('volumes', state)
+
+    def _finish_detach(self, instance):
+        """nova's handler leaves an attachment its detach made unnamed."""
+        try:
+            volumes.finish_detach(self.manager, self.context, self.entry,
+                                  lambda: self.journal(durable=True))
+        except Exception:
+            LOG.exception('Could not end the replacement of the volume '
+                          'attachments', instance=instance)
 
     def _lives_here(self, instance):
         """Whether the instance lives here; when in doubt, True.

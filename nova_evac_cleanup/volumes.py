@@ -20,13 +20,13 @@ def release(manager, context, instance, entry, record):
     one, as nova's ``_terminate_volume_connections`` does; each call is
     journaled (``record``) first, so that the next try finishes a cut one.
     """
-    bdms = [bdm for bdm in objects.BlockDeviceMappingList.get_by_instance_uuid(
-        context, entry.instance_uuid) if bdm.is_volume and bdm.attachment_id
-        and entry.made(bdm.volume_id, bdm.attachment_id)]
+    bdms = finish_detach(manager, context, entry, record)
+    bdms = [bdm for bdm in bdms
+            if entry.made(bdm.volume_id, bdm.attachment_id)]
     for bdm in bdms:
         reserved = entry.reserved.get(bdm.volume_id)
         if reserved == '':  # a try asked cinder for one, never heard which
-            reserved = _unnamed(manager, context, bdm)
+            reserved = next(iter(_unnamed(manager, context, bdm)), None)
         if not reserved:
             entry.reserved[bdm.volume_id] = ''
             record()
@@ -54,13 +54,46 @@ def release(manager, context, instance, entry, record):
     return [bdm.volume_id for bdm in bdms]
 
 
+def finish_detach(manager, context, entry, record):
+    """End nova's replacement of an attachment the evacuation cut.
+
+    nova's evacuation makes the destination's attachment, deletes the
+    source's, then names the new one in the mapping: cut in between (issue
+    42, finding 2), the new one is named nowhere. It goes while the
+    source's is there; once that is gone, it is named, as nova would have.
+
+    :returns: the server's volume mappings
+    """
+    bdms = [bdm for bdm in objects.BlockDeviceMappingList.get_by_instance_uuid(
+        context, entry.instance_uuid) if bdm.is_volume and bdm.attachment_id]
+    for bdm in bdms:
+        if bdm.attachment_id != entry.detached.get(bdm.volume_id):
+            continue  # nova named the new one, or never began
+        unnamed = _unnamed(manager, context, bdm)
+        if len(unnamed) != 1:
+            continue  # none was made; or more: not only its own, kept
+        try:
+            manager.volume_api.attachment_get(context, bdm.attachment_id)
+        except exception.VolumeAttachmentNotFound:
+            entry.reserved[bdm.volume_id] = bdm.attachment_id = unnamed[0]
+            record()
+            bdm.save()
+        else:
+            manager.volume_api.attachment_delete(context, unnamed[0])
+        LOG.info('Evacuation %s to %s: its cut replacement of the '
+                 'attachment of volume %s ended', entry.migration_uuid,
+                 entry.host, bdm.volume_id,
+                 instance_uuid=entry.instance_uuid)
+    return bdms
+
+
 def _unnamed(manager, context, bdm):
-    """A reserved attachment of the volume for the server no mapping names."""
+    """The reserved attachments of the volume for the server, not named."""
     found = manager.volume_api.attachment_get_all(
         context, instance_id=bdm.instance_uuid, volume_id=bdm.volume_id)
-    return next((attachment['id'] for attachment in found
-                 if attachment['id'] != bdm.attachment_id and
-                 attachment.get('status') == 'reserved'), None)
+    return [attachment['id'] for attachment in found
+            if attachment['id'] != bdm.attachment_id and
+            attachment.get('status') == 'reserved']
 
 
 def block_device_info(manager, context, instance, entry):

@@ -133,19 +133,14 @@ NOT_REACHED = 'not-reached'
 #: breaking, or the finding fixed (the cell holds), shows as usual.
 OPEN = 'open'
 OPEN_FINDINGS = (
-    ('volumes', 'a cinder error inside nova\'s detach_block_devices, or the '
-     'destination\'s death there, after the new attachment for the '
-     'destination was made and before the mapping names it: after the '
-     'retry the volume has two attachments, one named nowhere (issue 42, '
-     'finding 2: stock nova\'s own, the same fault on stock nova leaves '
-     'the same; tox -e explore -- --nova fixed --nova stock shows both)', {
-         ('evacuate', 'volume.get#1', tracing.RAISE),
-         ('evacuate', 'volume.attachment_delete#1', tracing.RAISE),
-         ('evacuate', 'BlockDeviceMapping.save#1', tracing.RAISE),
-         ('evacuate', 'volume.attachment_create#1', tracing.DIE),
-         ('evacuate', 'journal.write#2', tracing.DIE),
-         ('evacuate', 'volume.get#1', tracing.DIE),
-         ('evacuate', 'volume.attachment_delete#1', tracing.DIE)}),
+    ('volumes', 'the destination\'s death inside nova\'s '
+     'detach_block_devices right after cinder made the destination\'s '
+     'attachment, before the failure handler\'s hook on _detach_volume '
+     'journaled the source\'s: after the retry the volume has two '
+     'attachments, one named nowhere (issue 42, finding 2, which the '
+     'ending closes once the source\'s attachment is journaled; stock '
+     'nova leaves the same: tox -e explore -- --nova fixed --nova stock)', {
+         ('evacuate', 'volume.attachment_create#1', tracing.DIE)}),
     ('volumes', 'the spawn failed before it connected the volumes; the '
      'failure handler\'s destroy passes the block device info and the '
      'driver disconnects each volume on the destination all the same '

@@ -33,6 +33,7 @@ from oslo_utils import uuidutils
 
 from nova_evac_cleanup import conf
 from nova_evac_cleanup import ending
+from nova_evac_cleanup import evacuation
 from nova_evac_cleanup import journal
 from nova_evac_cleanup import ownership
 from nova_evac_cleanup import records
@@ -155,11 +156,18 @@ class EndingTestCase(test.TestCase):
             return {'id': self.attachments[-1]}
 
         def get_all(context, instance_id=None, volume_id=None):
-            # The destination's is attached, those made since reserved.
+            # The hosts' are attached, those made since reserved.
             return [{'id': attachment, 'instance': uuids.instance,
                      'volume_id': uuids.volume, 'status': 'attached' if
-                     attachment == uuids.dest_attachment else 'reserved'}
+                     attachment in (uuids.dest_attachment,
+                                    uuids.source_attachment) else 'reserved'}
                     for attachment in self.attachments]
+
+        def get(context, attachment_id):
+            if attachment_id not in self.attachments:
+                raise exception.VolumeAttachmentNotFound(
+                    attachment_id=attachment_id)
+            return {'id': attachment_id}
 
         def delete(context, attachment_id):
             if attachment_id not in self.attachments:
@@ -170,6 +178,7 @@ class EndingTestCase(test.TestCase):
         api.attachment_create.side_effect = create
         api.attachment_delete.side_effect = delete
         api.attachment_get_all.side_effect = get_all
+        api.attachment_get.side_effect = get
         self.manager._terminate_volume_connections.side_effect = (
             functools.partial(
                 nova_manager.ComputeManager._terminate_volume_connections,
@@ -380,6 +389,65 @@ class TestEnd(EndingTestCase):
         self.assertNotIn(self._named(), (uuids.nova_left,
                                          uuids.dest_attachment))
         self.manager.volume_api.attachment_get_all.assert_not_called()
+
+    def _detach_cut(self, source_deleted):
+        """nova's detach of an evacuation not spawned, cut (finding 2).
+
+        cinder made the destination's attachment; the source's is still
+        there or deleted; the mapping still names the source's.
+        """
+        objects.BlockDeviceMapping(
+            self.context, instance_uuid=uuids.instance,
+            volume_id=uuids.volume, attachment_id=uuids.source_attachment,
+            source_type='volume', destination_type='volume',
+            device_name='/dev/vdb', boot_index=None, volume_size=1,
+            connection_info='{}').create()
+        self.entry.spawned, self.guest[:] = False, []
+        self.entry.detached = {uuids.volume: uuids.source_attachment}
+        journal.write(self.entry)
+        self._cinder()
+        self.attachments[:] = [uuids.cut_attachment] + (
+            [] if source_deleted else [uuids.source_attachment])
+
+    def test_a_cut_detach_s_attachment_goes_while_the_source_s_is_there(self):
+        """Issue 42, finding 2: the evacuation died inside nova's detach.
+
+        The attachment nova made for this host is named nowhere: before,
+        the volume had two attachments after the retry.
+        """
+        self._detach_cut(source_deleted=False)
+
+        self.assertTrue(self.settle().ended)
+
+        self.assertEqual([uuids.source_attachment], self.attachments)
+        self.assertEqual(uuids.source_attachment, self._named())
+
+    def test_a_cut_detach_s_attachment_is_named_once_the_source_s_is_gone(
+            self):
+        """Finding 2, cut after nova deleted the source's attachment."""
+        self._detach_cut(source_deleted=True)
+
+        self.assertTrue(self.settle().ended)
+
+        self.assertEqual([uuids.cut_attachment], self.attachments)
+        self.assertEqual(uuids.cut_attachment, self._named())
+        self.manager.volume_api.attachment_create.assert_not_called()
+
+    def test_a_cut_detach_ended_by_the_failure_handler(self):
+        """Finding 2 without a death: cinder failed inside nova's detach.
+
+        nova's handler runs; the failure handler, before it, ends the
+        replacement nova cut.
+        """
+        self._detach_cut(source_deleted=False)
+        live = evacuation.Evacuation(self.manager, self.context, self.entry,
+                                     lambda: True)
+
+        live.failed(self.instance, exception.CinderConnectionFailed(
+            reason='cinder-api down'))
+
+        self.assertEqual([uuids.source_attachment], self.attachments)
+        self.assertEqual(uuids.source_attachment, self._named())
 
     def _cut_once_then_finished(self, call, cut):
         """cinder's ``call`` cuts the release (``cut``); the next start.
