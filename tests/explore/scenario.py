@@ -141,13 +141,19 @@ OPEN_FINDINGS = (
      'ending closes once the source\'s attachment is journaled; stock '
      'nova leaves the same: tox -e explore -- --nova fixed --nova stock)', {
          ('evacuate', 'volume.attachment_create#1', tracing.DIE)}),
-    ('volumes', 'the spawn failed before it connected the volumes; the '
-     'failure handler\'s destroy passes the block device info and the '
+    ('volumes', 'the spawn failed, or the destination died in it, before '
+     'it connected the volumes; the ending\'s destroy (the failure '
+     'handler\'s, or the sweep\'s) passes the block device info and the '
      'driver disconnects each volume on the destination all the same '
-     '(libvirt\'s _cleanup disconnects every volume "regardless"): a '
-     'connection it never made (the runtime package; open)', {
+     '(libvirt\'s _cleanup disconnects every volume "regardless", as in '
+     'nova\'s own cleanup of a failed boot): a connection it never made '
+     '(the runtime package; open)', {
          ('evacuate', name, tracing.RAISE) for name in (
              'driver.spawn#1', 'driver.spawn:create_instance_dir#1',
+             'driver.write_disk#1', 'driver.spawn:create_disks#1',
+             'driver.spawn:get_guest_xml#1')} | {
+         ('evacuate', name, tracing.DIE) for name in (
+             'journal.write#3', 'driver.spawn:create_instance_dir#1',
              'driver.write_disk#1', 'driver.spawn:create_disks#1',
              'driver.spawn:get_guest_xml#1')}),
 )
