@@ -130,11 +130,15 @@ class EndingTestCase(test.TestCase):
             'block_device_mapping': []}
         return manager
 
-    def _volume_made_here(self):
-        """A data volume whose attachment the evacuation replaced."""
+    def _volume_made_here(self, named=uuids.dest_attachment):
+        """A data volume nova's evacuation replaces; the source's noted.
+
+        :param named: the attachment its mapping names: the destination's
+            once nova replaced it
+        """
         objects.BlockDeviceMapping(
             self.context, instance_uuid=uuids.instance,
-            volume_id=uuids.volume, attachment_id=uuids.dest_attachment,
+            volume_id=uuids.volume, attachment_id=named,
             source_type='volume', destination_type='volume',
             device_name='/dev/vdb', boot_index=None, volume_size=1,
             connection_info='{}').create()
@@ -396,15 +400,8 @@ class TestEnd(EndingTestCase):
         cinder made the destination's attachment; the source's is still
         there or deleted; the mapping still names the source's.
         """
-        objects.BlockDeviceMapping(
-            self.context, instance_uuid=uuids.instance,
-            volume_id=uuids.volume, attachment_id=uuids.source_attachment,
-            source_type='volume', destination_type='volume',
-            device_name='/dev/vdb', boot_index=None, volume_size=1,
-            connection_info='{}').create()
         self.entry.spawned, self.guest[:] = False, []
-        self.entry.detached = {uuids.volume: uuids.source_attachment}
-        journal.write(self.entry)
+        self._volume_made_here(named=uuids.source_attachment)
         self._cinder()
         self.attachments[:] = [uuids.cut_attachment] + (
             [] if source_deleted else [uuids.source_attachment])
