@@ -27,10 +27,11 @@ class FailureHandler(object):
     def failed(self, instance, error, finish=False):
         """nova's rebuild code raised: the guest, before nova's handler.
 
-        Before spawn, nova cleans up. Once spawn returned, or in
-        ``finish_evacuation`` (``finish``), a server nova saved here keeps
-        its guest; one it did not is read again, lest nova's handler save
-        this host into it.
+        Before spawn, nova cleans up, but for a replacement of a volume's
+        attachment its detach began (:func:`volumes.finish_detach`). Once
+        spawn returned, or in ``finish_evacuation`` (``finish``), a server
+        nova saved here keeps its guest; one it did not is read again, lest
+        nova's handler save this host into it.
         """
         self.error = error
         self.journal()
