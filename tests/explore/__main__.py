@@ -317,7 +317,7 @@ def write_results(path, cells, results, counts, baselines, seconds, argv):
     lines += ['', table(all_cells, all_results), '']
 
     def listed(title, chosen, words, intro=()):
-        """A section of ``chosen`` cells, each with ``words(result)``."""
+        """A section of ``chosen`` cells, each with ``words(result, cell)``."""
         if not chosen:
             return []
         return [title, '-' * len(title), '', *intro] + [
@@ -326,7 +326,7 @@ def write_results(path, cells, results, counts, baselines, seconds, argv):
                 cell.fault.occurrence, cell.fault.kind, cell.order,
                 words(result, cell)) for cell, result in chosen] + ['']
 
-    def details(result, cell=None, prefix=''):
+    def details(result, prefix=''):
         return '; '.join('%s: %s' % (invariant, detail[len(prefix):])
                          for invariant, detail in result['broken']
                          if detail.startswith(prefix))
@@ -342,7 +342,8 @@ def write_results(path, cells, results, counts, baselines, seconds, argv):
     lines += listed('What broke', [
         (c, r) for c, r in zip(cells, results)
         if r['outcome'] not in scenarios.PASSED], broke)
-    lines += listed('Open findings', opened, details)
+    lines += listed('Open findings', opened,
+                    lambda result, cell: details(result))
     lines += listed('What stock nova breaks itself', [
         (c, r) for c, r in zip(cells, results) if any(
             detail.startswith(scenarios.STOCK_PREFIX)

@@ -430,6 +430,21 @@ class TestEnd(EndingTestCase):
         self.assertEqual(uuids.cut_attachment, self._named())
         self.manager.volume_api.attachment_create.assert_not_called()
 
+    def test_a_cut_detach_among_other_unnamed_attachments_is_left(self):
+        """Two reserved attachments no mapping names: which is its own?
+
+        No proof which one the cut detach made: both are kept.
+        """
+        self._detach_cut(source_deleted=False)
+        self.attachments.append(uuids.another_unnamed)
+
+        self.assertTrue(self.settle().ended)
+
+        self.assertEqual(sorted([uuids.cut_attachment, uuids.another_unnamed,
+                                 uuids.source_attachment]),
+                         sorted(self.attachments))
+        self.assertEqual(uuids.source_attachment, self._named())
+
     def test_a_cut_detach_ended_by_the_failure_handler(self):
         """Finding 2 without a death: cinder failed inside nova's detach.
 
