@@ -546,10 +546,10 @@ class Scenarios(base.EvacuateTestCase):
         # within rebuild_instance's span.
         marks = [(manager.EvacuateCleanupMixin, name, 'own')
                  for name in ('rebuild_instance', '_do_rebuild_instance',
-                              '_detach_volume')]
+                              '_rebuild_default_impl')]
         marks += [(nova_manager.ComputeManager, name, 'nova')
                   for name in ('rebuild_instance', '_do_rebuild_instance',
-                               '_detach_volume')]
+                               '_rebuild_default_impl')]
         marks += [(resource_tracker.ResourceTracker, 'finish_evacuation',
                    'nova'),
                   (fake_libvirt.FakeLibvirtDriver, 'spawn', 'nova'),

@@ -105,10 +105,15 @@ class Evacuation(handler.FailureHandler):
             with excutils.save_and_reraise_exception():
                 self.failed(call['instance'], error, finish=True)
 
-    def detaching(self, bdm):
-        """The source's attachment, journaled before nova deletes it."""
-        if not self.entry.spawned:
-            self.entry.detached[bdm.volume_id] = bdm.attachment_id
+    def detaching(self, bdms):
+        """The source's attachments, journaled before cinder makes ours.
+
+        A death in between leaves the proof of whose the new one is.
+        """
+        attachments = {bdm.volume_id: bdm.attachment_id for bdm in bdms
+                       if bdm.is_volume and bdm.attachment_id}
+        if attachments:
+            self.entry.detached.update(attachments)
             self.journal(durable=True)
 
 

@@ -34,7 +34,7 @@ class Entry(object):
     shared: bool | None = None  #: nova's answer to "shared?", if known
     claim: str | None = None  #: the directory, absent before, spawn makes
     fsid: int | None = None  #: the filesystem it was absent from
-    #: the source's attachment of each volume nova began to replace
+    #: the source's attachment of each volume, before nova replaces it
     detached: dict = dataclasses.field(default_factory=dict)
     #: the reserved attachment its ending made for each volume ('' while
     #: cinder is asked for it)

@@ -154,13 +154,13 @@ class EvacuateCleanupMixin(object):
                       moved=instance.host == self.host)
         return result
 
-    def _detach_volume(self, context, bdm, instance, *args, **kwargs):
-        """The source's attachment, journaled before nova deletes it."""
-        evacuation = self._evacuations.get(instance.uuid)
+    def _rebuild_default_impl(self, *args, **kwargs):
+        """The source's attachments, journaled before nova replaces them."""
+        call = nova_support.named('_rebuild_default_impl', args, kwargs)
+        evacuation = self._evacuations.get(call['instance'].uuid)
         if evacuation is not None:
-            evacuation.detaching(bdm)
-        return super()._detach_volume(context, bdm, instance, *args,
-                                      **kwargs)
+            evacuation.detaching(call['bdms'])
+        return super()._rebuild_default_impl(*args, **kwargs)
 
     def _do_rebuild_instance(self, context, instance, *args, **kwargs):
         """Clear earlier leftovers; a failure goes to the handler first."""

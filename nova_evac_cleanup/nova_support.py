@@ -47,8 +47,11 @@ NAMES = {
         'image_ref injected_files new_pass orig_sys_metadata bdms recreate '
         'on_shared_storage preserve_ephemeral migration scheduled_node '
         'limits request_spec accel_uuids reimage_boot_volume target_state')),
-    (_MANAGER, '_detach_volume'): (
-        HOOK, 'self context bdm instance destroy_bdm attachment_id'),
+    (_MANAGER, '_rebuild_default_impl'): (HOOK, (
+        'self context instance image_meta injected_files admin_password '
+        'allocations bdms detach_block_devices attach_block_devices '
+        'network_info evacuate block_device_info preserve_ephemeral '
+        'accel_uuids reimage_boot_volume')),
     (_MANAGER, '_do_rebuild_instance'): (HOOK, _REBUILD + (
         'image_meta injected_files new_pass orig_sys_metadata bdms evacuate '
         'on_shared_storage preserve_ephemeral migration request_spec '

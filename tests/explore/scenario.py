@@ -133,14 +133,6 @@ NOT_REACHED = 'not-reached'
 #: breaking, or the finding fixed (the cell holds), shows as usual.
 OPEN = 'open'
 OPEN_FINDINGS = (
-    ('volumes', 'the destination\'s death inside nova\'s '
-     'detach_block_devices right after cinder made the destination\'s '
-     'attachment, before the failure handler\'s hook on _detach_volume '
-     'journaled the source\'s: after the retry the volume has two '
-     'attachments, one named nowhere (issue 42, finding 2, which the '
-     'ending closes once the source\'s attachment is journaled; stock '
-     'nova leaves the same: tox -e explore -- --nova fixed --nova stock)', {
-         ('evacuate', 'volume.attachment_create#1', tracing.DIE)}),
     ('volumes', 'the spawn failed, or the destination died in it, before '
      'it connected the volumes; the ending\'s destroy (the failure '
      'handler\'s, or the sweep\'s) passes the block device info and the '

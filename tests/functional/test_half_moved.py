@@ -41,6 +41,7 @@ from nova import context as nova_context
 from nova import objects
 from nova.tests import fixtures as nova_fixtures
 from nova.virt import driver as driver_module
+from nova.volume import cinder
 import os_resource_classes as orc
 from oslo_utils.fixture import uuidsentinel as uuids
 import testscenarios
@@ -236,32 +237,61 @@ class _Died(interrupted.ProcessDied):
 
 
 class NotDetachedTest(_HalfMovedTest):
-    """compute1 dies before nova's ``detach_block_devices`` changed cinder.
+    """compute1 dies before nova's ``detach_block_devices`` ended.
 
     Issue 28. nova's evacuation replaces the source's volume attachment
     (``detach_block_devices``: a reserved attachment created, the source's
     deleted by ``_detach_volume``) only after the network set-up. If
-    compute1 dies before that, the block device mapping still holds
+    compute1 dies before that ended, the block device mapping still holds
     compute0's connected attachment and its connection info: when compute1
-    starts again nothing of the volume is its to release or disconnect.
+    starts again nothing of the volume is its to release or disconnect,
+    and the reserved attachment nova made goes (issue 42, finding 2).
     """
 
-    scenarios = [('stock', {'FIXED': False, 'row': 'died-at-detach'}),
-                 ('fixed', {'FIXED': True, 'row': 'died-at-detach'})]
+    scenarios = [
+        ('%s-%s' % (fix, point), {'FIXED': fix == 'fixed', 'point': point,
+                                  'row': 'died-at-detach'})
+        for fix in ('stock', 'fixed')
+        for point in ('attachment_create', '_detach_volume')]
 
     def _hold_detach(self):
-        """Hold compute1 at nova's ``_detach_volume``, as a death there."""
+        """Hold compute1 at ``self.point``, then raise there: its death."""
         reached, released, destroyed = (
             threading.Event(), threading.Event(), [])
-        real = nova_manager.ComputeManager._detach_volume
         real_destroy = fake_libvirt.FakeLibvirtDriver.destroy
 
-        def _detach_volume(manager, context, bdm, instance, *args, **kw):
-            if manager.host == DEST:
-                reached.set()
-                released.wait()
-                raise _Died()
-            return real(manager, context, bdm, instance, *args, **kw)
+        if self.point == '_detach_volume':
+            real = nova_manager.ComputeManager._detach_volume
+
+            def _detach_volume(manager, context, bdm, instance, *args, **kw):
+                # No other callable in its closure: nova_support reads the
+                # signature of the innermost one (nova's safe_utils).
+                if manager.host == DEST:
+                    reached.set()
+                    released.wait()
+                    raise _Died()
+                return real(manager, context, bdm, instance, *args, **kw)
+
+            self.useFixture(fixtures.MonkeyPatch(
+                'nova.compute.manager.ComputeManager._detach_volume',
+                _detach_volume))
+        else:
+            # Right after cinder made the reserved attachment: nothing of
+            # this process has seen it yet.
+            volume_api = self.compute1.manager.volume_api
+            real = cinder.API.attachment_create
+
+            def attachment_create(api, *args, **kwargs):
+                result = real(*args, **kwargs)
+                if api is volume_api:
+                    reached.set()
+                    released.wait()
+                    raise _Died()
+                return result
+
+            self.useFixture(fixtures.MonkeyPatch(
+                'nova.volume.cinder.API.attachment_create',
+                attachment_create))
 
         def destroy(driver, context, instance, network_info,
                     block_device_info=None, *args, **kwargs):
@@ -271,9 +301,6 @@ class NotDetachedTest(_HalfMovedTest):
             return real_destroy(driver, context, instance, network_info,
                                 block_device_info, *args, **kwargs)
 
-        self.useFixture(fixtures.MonkeyPatch(
-            'nova.compute.manager.ComputeManager._detach_volume',
-            _detach_volume))
         self.useFixture(fixtures.MonkeyPatch(
             'tests.harness.fake_libvirt.FakeLibvirtDriver.destroy', destroy))
         self.addCleanup(released.set)
@@ -309,6 +336,11 @@ class NotDetachedTest(_HalfMovedTest):
             server = self.api.get_server(server['id'])
             self.assertEqual('ERROR', server['status'])
             self.assertIsNone(server['OS-EXT-STS:task_state'])
+            # ... and deleted the attachment nova had reserved: the
+            # volume's one attachment is the source's.
+            self.assertEqual(
+                [before.attachment_id],
+                list(self.cinder.volume_to_attachment[VOLUME]))
 
 
 class PortsBackTest(_HalfMovedTest):

@@ -1030,7 +1030,7 @@ class TestOverriddenSignatures(test.NoDBTestCase):
         with mock.patch.object(nova_manager.ComputeManager,
                                '_rebuild_default_impl', patched):
             compute._rebuild_default_impl(
-                context=None, instance=mock.sentinel.instance,
+                context=None, instance=objects.Instance(uuid=uuids.instance),
                 image_meta=None, injected_files=[], admin_password=None,
                 allocations={}, bdms=[], detach_block_devices=None,
                 attach_block_devices=None, evacuate=True,
