@@ -18,6 +18,7 @@ from nova import servicegroup
 
 from nova_evac_cleanup import giveback
 from nova_evac_cleanup import journal
+from nova_evac_cleanup import records
 from nova_evac_cleanup import rule
 from nova_evac_cleanup import sweep
 
@@ -50,11 +51,19 @@ def report(manager, context, delete=False):
     }
     for finding in found:
         instance, left = finding.state.instance, finding.left
-        # What ending it did (delete) or would do: remove the one here.
-        removes = finding.verdict.decision == rule.END and (
-            not delete or 'allocation' in finding.entry.done)
-        if instance and not instance.deleted and not left.elsewhere and (
-                removes or not left.allocations):
+        if not instance or instance.deleted or left.elsewhere:
+            continue
+        if delete and 'allocation' in getattr(finding.entry, 'done', ()):
+            # What its ending left.
+            missing = not any(records.allocations(
+                manager.reportclient, context, instance.uuid, host))
+        else:
+            # What it would do: move the one here to the server's node,
+            # remove more than one.
+            missing = not left.allocations or (
+                not delete and finding.verdict.decision == rule.END and
+                len(left.allocations) > 1)
+        if missing:
             result['missing_allocations'].append(instance.uuid)
     return result
 
@@ -123,8 +132,10 @@ def _as_dict(finding):
         'set migration %s to failed' % migration.uuid,
         'destroy the guest on %s and %s its disks' % (
             finding.host, 'remove' if left.owned else 'keep'),
-        left.allocations and
-        'remove the allocation against %s' % finding.host,
+        left.allocations and (
+            'move the allocation against %s to the server\'s node'
+            if len(left.allocations) == 1 and not left.elsewhere else
+            'remove the allocation against %s') % finding.host,
         'set the instance to ERROR with no task state (if still %s)' %
         instance.task_state])
     return {

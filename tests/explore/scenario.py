@@ -594,6 +594,10 @@ class ExploreCase(base.EvacuateTestCase):
                 self._break('orphaned', 'a local disk on %s' % DEST)
             if self._dest_allocation(server) is not None:
                 self._break('orphaned', 'an allocation against %s' % DEST)
+            if host == SOURCE and self._get_allocations_by_server_uuid(
+                    uuid).get(self._get_provider_uuid_by_host(SOURCE)) is None:
+                self._break('orphaned', 'it lives on %s without an '
+                            'allocation there' % SOURCE)
         elif self._dest_allocation(server) is None:
             self._break('orphaned', 'it lives on %s without an allocation '
                         'there' % DEST)

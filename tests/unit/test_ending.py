@@ -476,6 +476,49 @@ class TestEnd(EndingTestCase):
         self.assertTrue(self.settle().ended)
         self.assertEqual([self._named()], self.attachments)
 
+    def _source_took_its_allocation(self):
+        """The source back first took its own as a done evacuation's.
+
+        nova's ``_destroy_evacuated_instances`` does that for an evacuation
+        still ``pre-migrating`` (the real tier's F1): only this host's is
+        left.
+        """
+        node = objects.ComputeNode(
+            self.context, host=SOURCE, hypervisor_hostname=SOURCE,
+            uuid=uuids.source_node, vcpus=1, memory_mb=512, local_gb=1,
+            vcpus_used=0, memory_mb_used=0, local_gb_used=0,
+            hypervisor_type='fake', hypervisor_version=1, cpu_info='{}',
+            disk_available_least=1)
+        node.create()
+        self.instance.node, self.instance.compute_id = SOURCE, node.id
+        self.instance.save()
+        client = self.manager.reportclient
+        client.get_allocs_for_consumer.return_value = {
+            'allocations': {uuids.node: {'resources': {'VCPU': 1}}},
+            'consumer_generation': 3, 'project_id': 'p', 'user_id': 'u'}
+        return client
+
+    def test_an_allocation_left_only_here_goes_to_the_server_s_node(self):
+        client = self._source_took_its_allocation()
+        client.put_allocations.return_value = True
+
+        self.assertTrue(self.settle().ended)
+        client.put_allocations.assert_called_once_with(
+            self.context, uuids.instance, {
+                'allocations': {
+                    uuids.source_node: {'resources': {'VCPU': 1}}},
+                'consumer_generation': 3, 'project_id': 'p', 'user_id': 'u'})
+        client.remove_provider_tree_from_instance_allocation.\
+            assert_not_called()
+
+    def test_an_allocation_placement_will_not_move_is_removed(self):
+        client = self._source_took_its_allocation()
+        client.put_allocations.return_value = False  # no room there
+
+        self.assertTrue(self.settle().ended)
+        client.remove_provider_tree_from_instance_allocation.\
+            assert_called_once_with(self.context, uuids.instance, uuids.node)
+
     def test_a_guest_that_still_runs_keeps_the_hold(self):
         """Neither destroyed nor powered off: never released over it.
 

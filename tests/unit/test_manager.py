@@ -897,7 +897,8 @@ class TestFailureCost(RebuildTestCase):
         self._fail_spawn()
         self.mock_remove.return_value = False
         self.compute.reportclient.get_allocs_for_consumer.return_value = {
-            'allocations': {uuids.node: {'resources': {'VCPU': 1}}}}
+            'allocations': {uuids.node: {'resources': {'VCPU': 1}},
+                            uuids.source_node: {'resources': {'VCPU': 1}}}}
         self.mock_nodes.return_value = [mock.Mock(uuid=uuids.node)]
 
     def test_an_allocation_nova_could_not_remove_is_removed(self):
@@ -1249,7 +1250,7 @@ class TestWhatTheExplorerFound(RebuildTestCase):
             consumer_uuid=self.instance.uuid, error='503')
         self.mock_nodes.return_value = [mock.Mock(uuid=uuids.node)]
         self.compute.reportclient.get_allocs_for_consumer.return_value = {
-            'allocations': {uuids.node: {}}}
+            'allocations': {uuids.node: {}, uuids.source_node: {}}}
 
         raised = self.assertRaises(SpawnFailed, self._rebuild)
 
@@ -1329,7 +1330,7 @@ class TestWhatTheExplorerFound(RebuildTestCase):
         self.useFixture(nova_fixtures.IndirectionAPIFixture(mock.Mock()))
         self.mock_finish.side_effect = finish
         self.compute.reportclient.get_allocs_for_consumer.return_value = {
-            'allocations': {uuids.node: {}}}
+            'allocations': {uuids.node: {}, uuids.source_node: {}}}
         self.mock_nodes.return_value = [mock.Mock(uuid=uuids.node)]
         with mock.patch.object(objects.Instance, 'refresh') as refresh:
             refresh.side_effect = lambda *args, **kwargs: setattr(
@@ -1410,7 +1411,7 @@ class TestWhatTheExplorerFound(RebuildTestCase):
         self.useFixture(nova_fixtures.IndirectionAPIFixture(mock.Mock()))
         self.migration.status = 'accepted'
         self.compute.reportclient.get_allocs_for_consumer.return_value = {
-            'allocations': {uuids.node: {}}}
+            'allocations': {uuids.node: {}, uuids.source_node: {}}}
         self.mock_nodes.return_value = [mock.Mock(uuid=uuids.node)]
         with mock.patch.object(nova_manager.ComputeManager,
                                'rebuild_instance',
