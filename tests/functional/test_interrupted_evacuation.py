@@ -38,7 +38,6 @@ import time
 import fixtures
 import nova.conf
 
-from nova.cmd import manage
 from nova.compute import task_states
 from nova import context as nova_context
 from nova import objects
@@ -316,16 +315,11 @@ class NonSharedStorageTest(_InterruptedEvacuationTest):
         self.assertFalse(self.world.files(DEST, server['id']))
         self.assertEqual(source_disk,
                          self.world.disk_checksum(SOURCE, server['id']))
-        # Not healed by the sweep: it says how.
-        self.assertEqual({}, self._get_allocations_by_server_uuid(
-            server['id']))
-        command = ('nova-manage placement heal_allocations --instance %s' %
-                   server['id'])
-        self.assertIn(command, self.stdlog.logger.output)
-        self.assertEqual(0, manage.PlacementCommands().heal_allocations(
-            instance_uuid=server['id']))
+        # compute1's allocation, the server's last, moved to compute0's
+        # node as it was: nothing to heal (the real tier's F1).
         self.assertEqual([self._get_provider_uuid_by_host(SOURCE)], list(
             self._get_allocations_by_server_uuid(server['id'])))
+        self.assertNotIn('heal_allocations', self.stdlog.logger.output)
         code, output = self._placement_audit(host=SOURCE)
         self.assertEqual(0, code, output)
         # compute0 is up: nova refuses an evacuation; a hard reboot
@@ -421,12 +415,13 @@ class NonSharedStorageTest(_InterruptedEvacuationTest):
         code, report = self._audit()
         self.assertEqual(0, code, report)
 
-    def test_audit_names_a_server_its_ending_leaves_without_allocation(self):
+    def test_audit_moves_the_last_allocation_to_the_server_s_node(self):
         """The source's allocation gone first (finding F1 of the real tier).
 
         nova's start on a source back first drops its allocation of an
         evacuation still ``pre-migrating``: the allocation here is then the
-        server's last, and ending the evacuation leaves it none.
+        server's last; ending the evacuation moves it to the server's node
+        instead of leaving it none.
         """
         server, migration = self._interrupted_then_reporting()
         self._kill(self.compute1)
@@ -435,15 +430,20 @@ class NonSharedStorageTest(_InterruptedEvacuationTest):
                         remove_provider_tree_from_instance_allocation(
                             nova_context.get_admin_context(), server['id'],
                             source_rp))
+        resources = self._get_allocations_by_server_uuid(
+            server['id'])[self.dest_rp]['resources']
 
         code, report = self._audit()
         self.assertEqual(3, code, report)
-        self.assertEqual([server['id']], report['missing_allocations'])
+        self.assertEqual([], report['missing_allocations'])
+        self.assertIn('move the allocation against %s to the server\'s '
+                      'node' % DEST, report['evacuations'][0]['actions'])
         code, report = self._audit(delete=True)
         self.assertEqual(4, code, report)
-        self.assertEqual([server['id']], report['missing_allocations'])
-        self.assertEqual({}, self._get_allocations_by_server_uuid(
-            server['id']))
+        self.assertEqual([], report['missing_allocations'])
+        self.assertEqual({source_rp: resources}, {
+            rp: allocation['resources'] for rp, allocation in
+            self._get_allocations_by_server_uuid(server['id']).items()})
         self.assert_ended(server, migration)
 
     def _journal_files(self):
