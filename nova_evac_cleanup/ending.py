@@ -12,7 +12,6 @@ import collections
 
 from nova.compute import vm_states
 from nova import exception
-from nova import objects
 from oslo_log import log as logging
 
 from nova_evac_cleanup import guest
@@ -102,10 +101,9 @@ class Ending(object):
         uuid, client = self.entry.instance_uuid, self.manager.reportclient
         here, others = records.allocations(client, self.context, uuid,
                                            self.host)
-        home = len(here) == 1 and not others and self._move_home(
-            state.instance, *here)
-        if home:
-            return ['%s, moved to %s where the server is' % (*here, home)]
+        if len(here) == 1 and not others and updates.move_allocation(
+                self.context, client, state.instance, *here):
+            return ['%s, moved to the server\'s node' % (*here,)]
         for rp in sorted(here):
             if not client.remove_provider_tree_from_instance_allocation(
                     self.context, uuid, rp):
@@ -116,33 +114,6 @@ class Ending(object):
             self._log('the instance has no allocation left; run: %s',
                       runbook.heal_allocations(uuid).command, level='warning')
         return sorted(here)
-
-    def _move_home(self, instance, rp):
-        """This host's allocation (``rp``'s) moved to the server's node.
-
-        A source back first takes its own as a done evacuation's (nova's
-        ``_destroy_evacuated_instances``, for one still ``pre-migrating``);
-        the server's resources go back there, as they are, if placement
-        has room and the consumer is as read.
-
-        :returns: the node's provider, or None if it was not moved
-        """
-        client = self.manager.reportclient
-        try:
-            home = objects.ComputeNode.get_by_host_and_nodename(
-                self.context, instance.host, instance.node).uuid
-        except exception.ComputeHostNotFound:
-            return None
-        found = client.get_allocs_for_consumer(self.context, instance.uuid)
-        if list(found.get('allocations') or ()) != [rp]:
-            return None  # changed since it was read
-        resources = found['allocations'][rp]['resources']
-        return home if client.put_allocations(
-            self.context, instance.uuid, {
-                'allocations': {home: {'resources': resources}},
-                'consumer_generation': found['consumer_generation'],
-                'project_id': found['project_id'],
-                'user_id': found['user_id']}) else None
 
     def drop_context(self, state):
         return updates.drop_context(state.instance, state.migration)

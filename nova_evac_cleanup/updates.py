@@ -80,6 +80,31 @@ def finish(context, instance, migration):
                  migration.uuid, instance.host, instance=instance)
 
 
+def move_allocation(context, client, instance, rp):
+    """``rp``'s allocation of the server, its only one, to the server's node.
+
+    A source back first takes its own as a done evacuation's (nova's
+    ``_destroy_evacuated_instances``, for one still ``pre-migrating``).
+    Moved as it is, if placement has room, with the consumer as read.
+
+    :returns: the node's provider, or None if it was not moved
+    """
+    try:
+        home = objects.ComputeNode.get_by_host_and_nodename(
+            context, instance.host, instance.node).uuid
+    except exception.ComputeHostNotFound:
+        return None
+    found = client.get_allocs_for_consumer(context, instance.uuid)
+    if list(found.get('allocations') or ()) != [rp]:
+        return None  # changed since it was read
+    return home if client.put_allocations(context, instance.uuid, {
+        'allocations': {home: {
+            'resources': found['allocations'][rp]['resources']}},
+        'consumer_generation': found['consumer_generation'],
+        'project_id': found['project_id'],
+        'user_id': found['user_id']}) else None
+
+
 def add_fault(context, instance, error):
     compute_utils.add_instance_fault_from_exc(
         context, instance, error, (type(error), error, error.__traceback__))
