@@ -18,7 +18,6 @@ from nova import servicegroup
 
 from nova_evac_cleanup import giveback
 from nova_evac_cleanup import journal
-from nova_evac_cleanup import records
 from nova_evac_cleanup import rule
 from nova_evac_cleanup import sweep
 
@@ -54,9 +53,8 @@ def report(manager, context, delete=False):
         if not instance or instance.deleted or left.elsewhere:
             continue
         if delete and 'allocation' in getattr(finding.entry, 'done', ()):
-            # What its ending left.
-            missing = not any(records.allocations(
-                manager.reportclient, context, instance.uuid, host))
+            # What its ending did: move the one here, or remove them.
+            missing = not any(fact.step == 'moved' for fact in finding.done)
         else:
             # What it would do: move the one here to the server's node,
             # remove more than one.

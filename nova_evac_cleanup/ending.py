@@ -4,8 +4,7 @@
 
 The server is held (task state :data:`~nova_evac_cleanup.rule.HOLD`) from
 the first of :data:`STEPS` to the release; one evacuated since is left alone.
-Each step returns what it did as a :class:`Fact`, whose words are made in
-one place, for the log and the audit's report alike.
+Each step returns what it did, a :class:`Fact` put in words in one place.
 """
 
 import collections
@@ -72,15 +71,15 @@ class Ending(object):
             self.errors.append('%s: %s' % (name, error))
             return False
         if subject:
-            fact = Fact(name, subject)
+            fact = subject if isinstance(subject, Fact) else Fact(
+                name, subject)
             self._log('%s', fact)
             self.done.append(fact)
         self.entry.done.append(name)
         self.record()
         return True
 
-    # The steps, each safe to run again: each returns what it did (the
-    # subject of its Fact), or nothing.
+    # The steps, each safe to run again, return what they did, or nothing.
 
     def fail_migration(self, state):
         if state.migration.status in rule.RUNNING and updates.set_status(
@@ -103,7 +102,7 @@ class Ending(object):
                                            self.host)
         if len(here) == 1 and not others and updates.move_allocation(
                 self.context, client, state.instance, *here):
-            return ['%s, moved to the server\'s node' % (*here,)]
+            return Fact('moved', sorted(here))
         for rp in sorted(here):
             if not client.remove_provider_tree_from_instance_allocation(
                     self.context, uuid, rp):
@@ -215,6 +214,7 @@ REQUIRED = ('migration', 'destroy', 'volumes', 'allocation')
 _WORDS = {'migration': 'migration set from {} to failed',
           'volumes': 'released the connections of volumes {} here',
           'allocation': 'removed the allocation against {}',
+          'moved': 'moved the allocation against {} to the server\'s node',
           'context': 'dropped the migration context',
           'fault': 'recorded the fault',
           'release': 'set the instance from {}/%s to error/None' % rule.HOLD}
