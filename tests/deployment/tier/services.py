@@ -22,6 +22,7 @@ import datetime
 import functools
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -100,9 +101,16 @@ def free_port():
 
 
 def free_port_range(count=2):
-    """``count`` consecutive free ports: (first, last)."""
+    """``count`` consecutive free ports: (first, last).
+
+    Below the kernel's ephemeral range: a port there, free now, may be an
+    outgoing connection's a second later, and a QEMU serial console on it
+    then fails with "Address already in use" (a Masakari test did so).
+    """
+    with open('/proc/sys/net/ipv4/ip_local_port_range') as ports:
+        ephemeral = int(ports.read().split()[0])
     for _ in range(100):
-        first = free_port()
+        first = random.randrange(10000, ephemeral - count)
         socks = []
         try:
             for port in range(first, first + count):
