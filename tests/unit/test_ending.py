@@ -511,6 +511,20 @@ class TestEnd(EndingTestCase):
         client.remove_provider_tree_from_instance_allocation.\
             assert_not_called()
 
+    def test_an_allocation_changed_since_it_was_read_is_not_moved(self):
+        client = self._source_took_its_allocation()
+        mine = client.get_allocs_for_consumer.return_value
+        # A retry's claim lands between the step's read and the move's.
+        # (The sweep's read and the step's, then the move's.)
+        client.get_allocs_for_consumer.side_effect = [mine, mine, {
+            'allocations': {uuids.retry_node: {'resources': {'VCPU': 1}}},
+            'consumer_generation': 4, 'project_id': 'p', 'user_id': 'u'}]
+
+        self.assertTrue(self.settle().ended)
+        client.put_allocations.assert_not_called()
+        client.remove_provider_tree_from_instance_allocation.\
+            assert_called_once_with(self.context, uuids.instance, uuids.node)
+
     def test_an_allocation_placement_will_not_move_is_removed(self):
         client = self._source_took_its_allocation()
         client.put_allocations.return_value = False  # no room there
