@@ -56,11 +56,10 @@ def report(manager, context, delete=False):
             # What its ending did: move the one here, or remove them.
             missing = not any(fact.step == 'moved' for fact in finding.done)
         else:
-            # What it would do: move the one here to the server's node,
-            # remove more than one.
+            # What it would do: move the one here or remove them.
             missing = not left.allocations or (
                 not delete and finding.verdict.decision == rule.END and
-                len(left.allocations) > 1)
+                not rule.moves_home(left.allocations, left.elsewhere))
         if missing:
             result['missing_allocations'].append(instance.uuid)
     return result
@@ -132,7 +131,7 @@ def _as_dict(finding):
             finding.host, 'remove' if left.owned else 'keep'),
         left.allocations and (
             'move the allocation against %s to the server\'s node'
-            if len(left.allocations) == 1 and not left.elsewhere else
+            if rule.moves_home(left.allocations, left.elsewhere) else
             'remove the allocation against %s') % finding.host,
         'set the instance to ERROR with no task state (if still %s)' %
         instance.task_state])

@@ -100,7 +100,7 @@ class Ending(object):
         uuid, client = self.entry.instance_uuid, self.manager.reportclient
         here, others = records.allocations(client, self.context, uuid,
                                            self.host)
-        if len(here) == 1 and not others and updates.move_allocation(
+        if rule.moves_home(here, others) and updates.move_allocation(
                 self.context, client, state.instance, *here):
             return Fact('moved', sorted(here))
         for rp in sorted(here):

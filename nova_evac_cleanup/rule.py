@@ -59,6 +59,15 @@ def _elsewhere(host, state, keep=KEEP):
                        instance.host)
 
 
+def moves_home(here, elsewhere):
+    """Whether the ending moves this host's allocation to the server's node.
+
+    Only the server's one allocation, against one provider: a source back
+    first removed its own (nova's ``_destroy_evacuated_instances``).
+    """
+    return len(here) == 1 and not elsewhere
+
+
 def held(host, state):
     """Whether this host's ending still holds the server: each step's proof."""
     return not _elsewhere(host, state) and state.instance.task_state == HOLD
