@@ -103,7 +103,9 @@ class Ending(object):
         if rule.moves_home(here, others) and updates.move_allocation(
                 self.context, client, state.instance, *here):
             return Fact('moved', sorted(here))
-        for rp in sorted(here):
+        # A tree at a time: nova's removal takes its child providers along.
+        nodes = set(records.nodes(self.context, self.host))
+        for rp in sorted(set(here) & nodes or here):
             if not client.remove_provider_tree_from_instance_allocation(
                     self.context, uuid, rp):
                 raise exception.AllocationDeleteFailed(

@@ -52,13 +52,18 @@ def nodes(context, host):
 
 
 def allocations(reportclient, context, instance_uuid, host):
-    """The instance's resources by provider: against ``host``'s nodes, others.
+    """The instance's resources by provider: in ``host``'s trees, others.
+
+    A port's or a device's provider below a node here is here.
 
     :returns: two dicts, provider uuid to resources
     """
     found = reportclient.get_allocs_for_consumer(
         context, instance_uuid).get('allocations') or {}
     mine = set(nodes(context, host)) if found else set()
+    if set(found) - mine:
+        mine.update(rp['uuid'] for node in list(mine) for rp in
+                    reportclient.get_providers_in_tree(context, node))
     here, others = {}, {}
     for rp, allocation in found.items():
         (here if rp in mine else others)[rp] = allocation.get('resources', {})

@@ -533,6 +533,28 @@ class TestEnd(EndingTestCase):
         client.remove_provider_tree_from_instance_allocation.\
             assert_called_once_with(self.context, uuids.instance, uuids.node)
 
+    def test_a_child_provider_of_this_host_is_this_host_s(self):
+        """A port's bandwidth on this host's tree is not the server's home.
+
+        Removed with its tree and never moved to the server's node; with
+        nothing left elsewhere, the heal command is logged.
+        """
+        client = self._source_took_its_allocation()
+        client.get_allocs_for_consumer.return_value['allocations'][
+            uuids.bandwidth] = {'resources': {'NET_BW_EGR_KILOBIT_PER_SEC': 1}}
+        client.get_providers_in_tree.side_effect = lambda context, rp: [
+            {'uuid': uuids.node}, {'uuid': uuids.bandwidth}] if rp in (
+                uuids.node, uuids.bandwidth) else []
+
+        with mock.patch.object(ending, 'LOG') as mock_log:
+            self.assertTrue(self.settle().ended)
+        client.put_allocations.assert_not_called()
+        client.remove_provider_tree_from_instance_allocation.\
+            assert_called_once_with(self.context, uuids.instance, uuids.node)
+        warned = [call.args[0] % call.args[1:]
+                  for call in mock_log.warning.call_args_list]
+        self.assertIn('heal_allocations', ' '.join(warned))
+
     def test_a_guest_that_still_runs_keeps_the_hold(self):
         """Neither destroyed nor powered off: never released over it.
 

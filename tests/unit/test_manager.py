@@ -135,6 +135,9 @@ class RebuildTestCase(test.NoDBTestCase):
         self.compute.reportclient = mock.Mock()
         self.compute.reportclient.get_allocs_for_consumer.return_value = {
             'allocations': {}}
+        # No provider below the nodes.
+        self.compute.reportclient.get_providers_in_tree.side_effect = (
+            lambda context, rp: [{'uuid': rp}])
         patch(test.fixtures.MockPatchObject(
             self.compute.rt, 'rebuild_claim',
             side_effect=lambda *args, **kwargs: claims.NopClaim()))
