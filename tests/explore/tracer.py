@@ -90,6 +90,22 @@ _UUID = re.compile(r'[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-'
 _DB_WRITE = re.compile(r'(create|update|destroy|delete|save|add|set|remove|'
                        r'purge|archive|soft_delete|restore)')
 
+#: Calls that only read: ``placement.GET ...``, the getters, lists and
+#: questions of the driver and of nova's network and volume APIs.
+_READ = re.compile(r'^(GET |get_|get$|list_|has_|check_|instance_exists$|'
+                   r'instance_on_disk$|node_is_available$|'
+                   r'capabilities_as_traits$)|_get$')
+
+
+def changes_nothing(name):
+    """Whether a call of ``name`` only reads.
+
+    Dying right after it leaves what dying right after the call before it
+    left. ``get_instance_nw_info`` saves the instance's network info cache.
+    """
+    method = name.split('.', 1)[-1]
+    return method != 'get_instance_nw_info' and bool(_READ.search(method))
+
 
 def _placement_name(verb, url):
     path = _UUID.sub('{uuid}', url.split('?', 1)[0])
