@@ -64,15 +64,14 @@ class Ending(object):
     def step(self, name, state):
         """Run step ``name``, recorded once done: whether it succeeded."""
         try:
-            subject = getattr(self, STEPS[name])(state)
+            what = getattr(self, STEPS[name])(state)
         except Exception as error:
             self._log('(%s) ending it, %s failed', self.entry.error or
                       'interrupted', name, level='exception')
             self.errors.append('%s: %s' % (name, error))
             return False
-        if subject:
-            fact = subject if isinstance(subject, Fact) else Fact(
-                name, subject)
+        if what:
+            fact = what if isinstance(what, Fact) else Fact(name, what)
             self._log('%s', fact)
             self.done.append(fact)
         self.entry.done.append(name)
@@ -103,9 +102,8 @@ class Ending(object):
         if rule.moves_home(here, others) and updates.move_allocation(
                 self.context, client, state.instance, *here):
             return Fact('moved', sorted(here))
-        # A tree at a time: nova's removal takes its child providers along.
-        nodes = set(records.nodes(self.context, self.host))
-        for rp in sorted(set(here) & nodes or here):
+        roots = set(here) & set(records.nodes(self.context, self.host))
+        for rp in sorted(roots or here):  # nova's removal takes the tree
             if not client.remove_provider_tree_from_instance_allocation(
                     self.context, uuid, rp):
                 raise exception.AllocationDeleteFailed(
