@@ -28,6 +28,7 @@ def release(manager, context, instance, entry, record):
         if reserved == '':  # a try asked cinder for one, never heard which
             reserved = next(iter(_unnamed(manager, context, bdm)), None)
         if not reserved:
+            _complete_if_attaching(manager, context, bdm)
             entry.reserved[bdm.volume_id] = ''
             record()
             reserved = manager.volume_api.attachment_create(
@@ -52,6 +53,22 @@ def release(manager, context, instance, entry, record):
                         instance.host, instance.uuid,
                         [bdm.volume_id for bdm in bdms])), instance=instance)
     return [bdm.volume_id for bdm in bdms]
+
+
+def _complete_if_attaching(manager, context, bdm):
+    """Complete its attachment if cinder connected it and nova never did.
+
+    Cut between the two (the real tier's death after
+    ``attachment_update``), the volume is ``attaching``, a status in which
+    cinder reserves no attachment; completed, it is replaced at once.
+    """
+    try:
+        found = manager.volume_api.attachment_get(context, bdm.attachment_id)
+    except exception.VolumeAttachmentNotFound:
+        return  # nothing to complete: the release deletes none
+    if (found.get('status') or found['connection_info'].get(
+            'status')) == 'attaching':
+        manager.volume_api.attachment_complete(context, bdm.attachment_id)
 
 
 def finish_detach(manager, context, entry, record):

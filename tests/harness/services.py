@@ -11,7 +11,9 @@ do, and the give-back of a failed evacuation (issue 33) depends on it:
 * cinder: an attachment is ``reserved`` (no connector, no connection
   info), ``attaching`` once updated with a connector, ``attached`` once
   completed; an update is refused, as cinder's volume API refuses it,
-  only when the volume has another attachment and one is connected;
+  only when the volume has another attachment and one is connected; a
+  new attachment is refused while the volume's attach is half done
+  (:func:`_reserve`);
   ``attachment_get_all`` answers a list, with each status, as cinder does;
   ``attachment_get`` answers what nova's cinder API would (connection
   info only once connected, its status inside it), and the volume show
@@ -37,6 +39,7 @@ import types
 
 import fixtures
 from neutronclient.common import exceptions as neutron_exceptions
+from nova import exception
 from nova.tests import fixtures as nova_fixtures
 
 #: The connection info styles of :func:`connection_info`.
@@ -75,6 +78,33 @@ def _cinderclient(test, context, microversion=None, skip_version_check=False,
     return types.SimpleNamespace(volumes=types.SimpleNamespace(get=show))
 
 
+def _reserve(fixture, volume_id, instance_uuid):
+    """cinder's ``_attachment_reserve``: refused while an attach is half done.
+
+    The volume's status follows its attachments (``in-use`` if one is
+    attached, else ``attaching``, ``reserved``, ``available``); a volume
+    that is not multiattach is reserved only ``available``, or ``in-use``
+    or ``reserved`` for a server it has an attachment of (nova's moves).
+    """
+    if fixture._is_multiattach(volume_id):
+        return
+    attachments = fixture.volume_to_attachment[volume_id].values()
+    statuses = {attachment.get('status', 'attached')
+                for attachment in attachments}
+    status = next((volume for attach, volume in (
+        ('attached', 'in-use'), ('attaching', 'attaching'),
+        ('reserved', 'reserved')) if attach in statuses), 'available')
+    if status == 'available' or status in ('in-use', 'reserved') and any(
+            attachment.get('instance_uuid') == instance_uuid
+            for attachment in attachments):
+        return
+    # nova's volume API translates cinder's 400.
+    raise exception.InvalidInput(
+        reason='Invalid volume: Volume %s status must be available or '
+        'downloading to reserve, but the current status is %s.' % (
+            volume_id, status))
+
+
 def _cinder(test):
     fixture_class = nova_fixtures.CinderFixture
     create = fixture_class.fake_attachment_create
@@ -83,6 +113,7 @@ def _cinder(test):
 
     def attachment_create(fixture, context, volume_id, instance_uuid,
                           connector=None, mountpoint=None):
+        _reserve(fixture, volume_id, instance_uuid)
         result = create(fixture, context, volume_id, instance_uuid,
                         connector=connector, mountpoint=mountpoint)
         attachment = fixture.volume_to_attachment[volume_id][result['id']]

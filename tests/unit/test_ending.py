@@ -151,27 +151,49 @@ class EndingTestCase(test.TestCase):
         nova's own ``_terminate_volume_connections`` runs on it for real.
         """
         self.attachments = [uuids.dest_attachment]
+        #: connected by cinder for a host, never completed
+        self.attaching = set()
         api = self.manager.volume_api = mock.create_autospec(cinder.API,
                                                              instance=True)
 
+        def status(attachment):
+            # The hosts' are attached, those made since reserved.
+            return 'attaching' if attachment in self.attaching else (
+                'attached' if attachment in (uuids.dest_attachment,
+                                             uuids.source_attachment)
+                else 'reserved')
+
         def create(context, volume_id, instance_uuid, connector=None,
                    mountpoint=None):
+            if self.attaching & set(self.attachments):
+                # cinder's _attachment_reserve, through nova's volume API.
+                raise exception.InvalidInput(
+                    reason='Invalid volume: Volume %s status must be '
+                    'available or downloading to reserve, but the current '
+                    'status is attaching.' % volume_id)
             self.attachments.append(uuidutils.generate_uuid())
             return {'id': self.attachments[-1]}
 
         def get_all(context, instance_id=None, volume_id=None):
-            # The hosts' are attached, those made since reserved.
             return [{'id': attachment, 'instance': uuids.instance,
-                     'volume_id': uuids.volume, 'status': 'attached' if
-                     attachment in (uuids.dest_attachment,
-                                    uuids.source_attachment) else 'reserved'}
+                     'volume_id': uuids.volume, 'status': status(attachment)}
                     for attachment in self.attachments]
 
         def get(context, attachment_id):
             if attachment_id not in self.attachments:
                 raise exception.VolumeAttachmentNotFound(
                     attachment_id=attachment_id)
-            return {'id': attachment_id}
+            if status(attachment_id) == 'reserved':
+                return {'id': attachment_id, 'status': 'reserved',
+                        'connection_info': {}}
+            # nova's _translate_attachment_ref: the status in the
+            # connection info, once cinder connected it.
+            return {'id': attachment_id, 'connection_info': {
+                'driver_volume_type': 'rbd', 'data': {},
+                'status': status(attachment_id)}}
+
+        def complete(context, attachment_id):
+            self.attaching.discard(attachment_id)
 
         def delete(context, attachment_id):
             if attachment_id not in self.attachments:
@@ -183,6 +205,7 @@ class EndingTestCase(test.TestCase):
         api.attachment_delete.side_effect = delete
         api.attachment_get_all.side_effect = get_all
         api.attachment_get.side_effect = get
+        api.attachment_complete.side_effect = complete
         self.manager._terminate_volume_connections.side_effect = (
             functools.partial(
                 nova_manager.ComputeManager._terminate_volume_connections,
@@ -338,6 +361,26 @@ class TestEnd(EndingTestCase):
             self.assertEqual(rule.HOLD, self._task_state())
             [self.entry] = journal.entries(HOST)
             self.assertTrue(self.settle().ended)
+
+        self.assertEqual([self._named()], self.attachments)
+        self.assertNotEqual(uuids.dest_attachment, self._named())
+        self.assertEqual((vm_states.ERROR, None),
+                         (self._reload()[0].vm_state, self._task_state()))
+
+    def test_a_volume_cut_before_nova_completed_its_attachment(self):
+        """Issue 43: the real tier's death right after attachment_update.
+
+        cinder connected this host's attachment, nova never completed it:
+        the volume is ``attaching``, a status cinder reserves no
+        attachment in. Before, the release failed there on every try and
+        the server stayed held, its volume named for this host.
+        """
+        self.entry.spawned, self.guest[:] = False, []
+        self._volume_made_here()
+        self._cinder()
+        self.attaching.add(uuids.dest_attachment)
+
+        self.assertTrue(self.settle().ended)
 
         self.assertEqual([self._named()], self.attachments)
         self.assertNotEqual(uuids.dest_attachment, self._named())
