@@ -115,9 +115,11 @@ def _cells(binaries, storages, points, deaths, orders):
 
 #: What ``tox -e deployment`` runs: fixed only, each of the table's points
 #: on both storages with both deaths and both orders, none twice (the
-#: source first at a point before the evacuation ends: F1), by storage so
-#: that the computes restart for a new storage once.
+#: source first at a point before the evacuation ends: F1), and the
+#: walk's F2 (a volume left ``attaching``), by storage so that the
+#: computes restart for a new storage once.
 CI_CELLS = [Cell.parse('fixed ' + text) for text in (
+    'non-shared volume.attachment_update#1 process source-first',
     'non-shared driver.spawn#1 process dest-first',
     'non-shared network.setup_instance_network_on_host#1 host dest-first',
     'non-shared Migration.save#2 host dest-first',
