@@ -148,6 +148,14 @@ OPEN_FINDINGS = (
              'journal.write#3', 'driver.spawn:create_instance_dir#1',
              'driver.write_disk#1', 'driver.spawn:create_disks#1',
              'driver.spawn:get_guest_xml#1')}),
+    ('retry', 'the evacuation failed before spawn, after cinder connected '
+     'the destination\'s new attachment of a volume and before nova '
+     'completed it: the volume stays attaching, a status in which cinder '
+     'reserves no attachment, and the failure handler, nova\'s and the '
+     'ending, leave it so; the HA retry is refused by cinder (stock nova '
+     'breaks it too, and leaves the port and the volume there; the '
+     'runtime package; open)', {
+         ('evacuate', 'BlockDeviceMapping.save#2', tracing.RAISE)}),
 )
 
 
