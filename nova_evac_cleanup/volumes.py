@@ -63,11 +63,10 @@ def _complete_if_attaching(manager, context, bdm):
     cinder reserves no attachment; completed, it is replaced at once.
     """
     try:
-        found = manager.volume_api.attachment_get(context, bdm.attachment_id)
+        attaching = _status(manager, context, bdm) == 'attaching'
     except exception.VolumeAttachmentNotFound:
         return  # nothing to complete: the release deletes none
-    if (found.get('status') or found['connection_info'].get(
-            'status')) == 'attaching':
+    if attaching:
         manager.volume_api.attachment_complete(context, bdm.attachment_id)
 
 
@@ -163,9 +162,7 @@ def attached(manager, context, instance, bdm):
     nova's volume API drops the host (``host_name`` of cinder's volume
     show): cinder is asked itself; if it fails, ``attached``.
     """
-    attachment = manager.volume_api.attachment_get(context, bdm.attachment_id)
-    # Once connected, cinder's status is in the connection info.
-    status = (attachment.get('connection_info') or attachment).get('status')
+    status = _status(manager, context, bdm)
     if status != 'attached':
         return status
     try:
@@ -179,6 +176,13 @@ def attached(manager, context, instance, bdm):
     host = next((found.get('host_name') for found in volume.attachments
                  if found.get('attachment_id') == bdm.attachment_id), None)
     return HERE if host == manager.host else ELSEWHERE if host else status
+
+
+def _status(manager, context, bdm):
+    """cinder's status of its attachment, as nova's volume API gives it."""
+    attachment = manager.volume_api.attachment_get(context, bdm.attachment_id)
+    # Once connected, cinder's status is in the connection info.
+    return (attachment.get('connection_info') or attachment).get('status')
 
 
 def connect(manager, context, instance, bdm):
